@@ -1,0 +1,159 @@
+"""Start and stop a private local Ray head.
+
+Ray's defaults collide with other services on a shared machine (port 6379 may be Redis) and
+`ray stop` kills every Ray process by name, so the service and the tests start their own head
+in its own process session, on explicitly chosen free ports, with a private temp dir, and stop
+it by its own process id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+# Ray 2.60 enables token auth by default; a loopback-only head runs without it, and every
+# process that talks to it (API, jobs, tests) must use the same mode.
+RAY_ENV = {
+    "RAY_AUTH_MODE": "disabled",
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_USAGE_STATS_ENABLED": "0",
+}
+
+
+def free_ports(count: int) -> list[int]:
+    """Ask the kernel for `count` distinct free TCP ports on 127.0.0.1."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def apply_ray_env() -> None:
+    """Make this process (and the children it starts) speak the head's auth mode."""
+    for key, value in RAY_ENV.items():
+        os.environ.setdefault(key, value)
+
+
+@dataclass
+class LocalRayHead:
+    """A Ray head process owned by this process; `address` and `dashboard_url` once started."""
+
+    num_cpus: int | None = None
+    object_store_bytes: int = 256 * 1024**2
+    temp_dir: Path | None = None
+    start_timeout_s: float = 60.0
+    process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    address: str = field(default="", init=False)
+    dashboard_url: str = field(default="", init=False)
+    _owned_temp: bool = field(default=False, init=False)
+
+    def start(self) -> LocalRayHead:
+        if self.temp_dir is None:
+            # Ray's socket paths must stay short (AF_UNIX limit), so use /tmp directly.
+            self.temp_dir = Path(tempfile.mkdtemp(prefix="rray-", dir="/tmp"))
+            self._owned_temp = True
+        (
+            gcs,
+            dash,
+            client,
+            agent_listen,
+            agent_grpc,
+            runtime_env,
+            metrics,
+            node_mgr,
+            obj_mgr,
+            autoscaler_metrics,
+            dash_metrics,
+        ) = free_ports(11)
+        ray_bin = Path(sys.executable).with_name("ray")
+        cmd = [
+            str(ray_bin) if ray_bin.exists() else "ray",
+            "start",
+            "--head",
+            "--block",
+            "--node-ip-address=127.0.0.1",
+            f"--port={gcs}",
+            "--include-dashboard=true",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dash}",
+            f"--ray-client-server-port={client}",
+            f"--dashboard-agent-listen-port={agent_listen}",
+            f"--dashboard-agent-grpc-port={agent_grpc}",
+            f"--runtime-env-agent-port={runtime_env}",
+            f"--metrics-export-port={metrics}",
+            f"--node-manager-port={node_mgr}",
+            f"--object-manager-port={obj_mgr}",
+            f"--object-store-memory={self.object_store_bytes}",
+            f"--temp-dir={self.temp_dir}",
+            "--disable-usage-stats",
+        ]
+        if self.num_cpus is not None:
+            cmd.append(f"--num-cpus={self.num_cpus}")
+        env = {
+            **os.environ,
+            **RAY_ENV,
+            "AUTOSCALER_METRIC_PORT": str(autoscaler_metrics),
+            "DASHBOARD_METRIC_PORT": str(dash_metrics),
+        }
+        log = open(self.temp_dir / "head.log", "wb")  # noqa: SIM115 - lives as long as the head
+        self.process = subprocess.Popen(
+            cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self.address = f"127.0.0.1:{gcs}"
+        self.dashboard_url = f"http://127.0.0.1:{dash}"
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.start_timeout_s
+        assert self.process is not None
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"Ray head exited early; see {self.temp_dir}/head.log")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.dashboard_url}/api/version", timeout=2).status_code == 200:
+                    return
+            time.sleep(0.5)
+        self.stop()
+        raise TimeoutError(f"Ray head not ready in {self.start_timeout_s}s; see {self.temp_dir}")
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        """SIGTERM the head's process group (ours alone), then SIGKILL what is left."""
+        if self.process is not None and self.process.poll() is None:
+            pgid = os.getpgid(self.process.pid)
+            # `ray start --block` tears its daemons down itself on SIGTERM.
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(pgid, signal.SIGKILL)
+                self.process.wait(timeout=5)
+            # Ray daemons and workers run in the same session; make sure none outlives us.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+        self.process = None
+        if self._owned_temp and self.temp_dir is not None:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    def __enter__(self) -> LocalRayHead:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

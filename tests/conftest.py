@@ -1,0 +1,37 @@
+"""Fixtures shared by every test package: one local Ray cluster per test session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from app.jobs.ray_head import LocalRayHead, apply_ray_env
+
+
+@pytest.fixture(scope="session")
+def ray_head() -> Iterator[LocalRayHead]:
+    """A private Ray head on free ports, shared by all tests, stopped by its own pid.
+
+    4 logical CPUs on a 2-core machine, so a job driver plus its EnvRunner / Learner actors
+    fit without a resource deadlock (actor resources never queue a job).
+    """
+    apply_ray_env()
+    head = LocalRayHead(num_cpus=4, object_store_bytes=512 * 1024**2)
+    head.start()
+    try:
+        yield head
+    finally:
+        head.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_client(ray_head: LocalRayHead) -> Iterator[None]:
+    """Connect this test process to the shared cluster as a Ray driver (trainer tests)."""
+    import ray
+
+    ray.init(address=ray_head.address, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()

@@ -1,0 +1,215 @@
+"""The experiment config: one frozen, validated schema shared by the web form, the API, the
+database and the trainer.
+
+Pure pydantic on purpose: the API imports this module and must never pull in torch, gymnasium
+or Ray. Unknown keys are rejected (RLlib's silent `update_from_dict` is the cautionary tale).
+Derived values are properties, never fields filled in later.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+
+
+class ModelConfig(_Frozen):
+    """Sizes of the actor-critic network (PPOModule)."""
+
+    hidden_sizes: tuple[int, ...] = Field(
+        default=(64, 64),
+        min_length=1,
+        max_length=8,
+        description="Widths of the MLP hidden layers of the encoder.",
+    )
+    activation: Literal["tanh", "relu"] = Field(
+        default="tanh",
+        description="Hidden-layer activation. tanh is the PPO default (Andrychowicz et al. 2021).",
+    )
+    vf_share_layers: bool = Field(
+        default=False,
+        description="Share the encoder between policy and value heads (separate is more robust).",
+    )
+    cnn_channels: tuple[int, ...] = Field(
+        default=(32, 64, 64),
+        min_length=1,
+        max_length=6,
+        description="Conv channels of the encoder used for image observations (Nature CNN).",
+    )
+
+    @model_validator(mode="after")
+    def _positive(self) -> ModelConfig:
+        if any(h <= 0 for h in self.hidden_sizes):
+            raise ValueError("hidden_sizes must all be positive")
+        if any(c <= 0 for c in self.cnn_channels):
+            raise ValueError("cnn_channels must all be positive")
+        return self
+
+
+class StopConfig(_Frozen):
+    """Stop criteria: the run ends as soon as ANY configured criterion is reached."""
+
+    episode_return_mean: float | None = Field(
+        default=None,
+        description="Stop once the mean return of the last 100 finished episodes reaches this.",
+    )
+    env_steps: int | None = Field(
+        default=1_000_000, gt=0, description="Stop after this many environment steps in total."
+    )
+    wall_seconds: float | None = Field(
+        default=None, gt=0, description="Stop after this many seconds of training."
+    )
+
+    @model_validator(mode="after")
+    def _at_least_one(self) -> StopConfig:
+        if (self.episode_return_mean, self.env_steps, self.wall_seconds) == (None, None, None):
+            raise ValueError(
+                "at least one stop criterion (episode_return_mean, env_steps, wall_seconds) "
+                "is required"
+            )
+        return self
+
+
+class PPOConfig(_Frozen):
+    """Everything one PPO experiment needs. Field names follow RLlib where they came from it."""
+
+    # --- environment -------------------------------------------------------------------------
+    env_id: str = Field(
+        default="CartPole-v1", min_length=1, description="gymnasium environment id."
+    )
+    env_config: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments passed to gymnasium.make."
+    )
+    seed: int = Field(default=0, ge=0, description="Seed for envs, torch and sampling.")
+
+    # --- resources ---------------------------------------------------------------------------
+    num_env_runners: int = Field(
+        default=0,
+        ge=0,
+        le=256,
+        description="EnvRunner Ray actors. 0 samples in the trainer's own process.",
+    )
+    num_envs_per_env_runner: int = Field(
+        default=16, ge=1, le=4096, description="Sub-environments in each EnvRunner's vector env."
+    )
+    num_learners: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description="Learner Ray actors (torch DDP). 0 learns in the trainer's own process.",
+    )
+    num_cpus_per_env_runner: float = Field(
+        default=1.0, gt=0, description="CPUs Ray reserves for each EnvRunner actor."
+    )
+    num_cpus_per_learner: float = Field(
+        default=1.0, gt=0, description="CPUs Ray reserves for each Learner actor."
+    )
+    num_gpus_per_learner: float = Field(
+        default=0.0, ge=0, description="GPUs for each Learner (nccl DDP when > 0)."
+    )
+    torch_num_threads: int = Field(
+        default=1,
+        ge=1,
+        le=256,
+        description="torch threads per process; 1 is fastest for small networks on CPU.",
+    )
+
+    # --- batch sizes ---------------------------------------------------------------------------
+    train_batch_size_per_learner: int = Field(
+        default=512, ge=1, description="Env steps each Learner trains on per iteration."
+    )
+    minibatch_size: int = Field(default=256, ge=1, description="SGD minibatch size (per Learner).")
+    num_epochs: int = Field(default=10, ge=1, le=1000, description="SGD passes over each batch.")
+
+    # --- PPO hyperparameters -------------------------------------------------------------------
+    gamma: float = Field(default=0.99, ge=0.0, le=1.0, description="Discount factor.")
+    gae_lambda: float = Field(
+        default=0.95, ge=0.0, le=1.0, description="GAE lambda (Schulman et al. 2016)."
+    )
+    lr: float = Field(default=3e-4, gt=0.0, le=1.0, description="Adam learning rate.")
+    lr_schedule: Literal["constant", "linear"] = Field(
+        default="constant",
+        description="linear decays lr to 0 at stop.env_steps (needs stop.env_steps).",
+    )
+    clip_param: float = Field(
+        default=0.2, gt=0.0, le=10.0, description="Surrogate clip (Schulman et al. 2017, eq. 7)."
+    )
+    vf_clip_param: float | None = Field(
+        default=None,
+        gt=0.0,
+        description="Clip the value update to this range around the old prediction; null: off.",
+    )
+    vf_loss_coeff: float = Field(default=0.5, ge=0.0, description="Weight of the value loss.")
+    entropy_coeff: float = Field(default=0.0, ge=0.0, description="Weight of the entropy bonus.")
+    kl_coeff: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="Initial KL penalty coefficient (adapted towards kl_target); 0 disables it.",
+    )
+    kl_target: float = Field(
+        default=0.01, gt=0.0, description="Target KL for the adaptive penalty coefficient."
+    )
+    grad_clip: float | None = Field(
+        default=0.5, gt=0.0, description="Max global gradient norm; null disables clipping."
+    )
+    normalize_advantages: bool = Field(
+        default=True, description="Standardise advantages over each Learner's batch."
+    )
+    normalize_observations: bool = Field(
+        default=False,
+        description="Running mean/std observation filter (env-to-module connector).",
+    )
+    frame_stack: int = Field(
+        default=1, ge=1, le=16, description="Stack this many observations (connector)."
+    )
+    model: ModelConfig = Field(default_factory=ModelConfig)
+
+    # --- run control ---------------------------------------------------------------------------
+    stop: StopConfig = Field(default_factory=StopConfig)
+    checkpoint_every: int = Field(
+        default=10,
+        ge=0,
+        description="Save a checkpoint every N iterations (0: only at the end of the run).",
+    )
+    keep_checkpoints: int = Field(
+        default=5, ge=1, description="Most recent checkpoints kept (the best is always kept)."
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PPOConfig:
+        if self.minibatch_size > self.train_batch_size_per_learner:
+            raise ValueError(
+                "minibatch_size must not exceed train_batch_size_per_learner "
+                f"({self.minibatch_size} > {self.train_batch_size_per_learner})"
+            )
+        if self.lr_schedule == "linear" and self.stop.env_steps is None:
+            raise ValueError("lr_schedule 'linear' needs stop.env_steps")
+        return self
+
+    # --- derived values ------------------------------------------------------------------------
+    @property
+    def total_train_batch_size(self) -> int:
+        """Env steps sampled per iteration, over all Learners."""
+        return self.train_batch_size_per_learner * max(1, self.num_learners)
+
+    @property
+    def rollout_fragment_length(self) -> int:
+        """Steps each sub-env takes per iteration so that all runners fill the batch."""
+        envs = self.num_envs_per_env_runner * max(1, self.num_env_runners)
+        return max(1, math.ceil(self.total_train_batch_size / envs))
+
+    @property
+    def ray_cpus(self) -> float:
+        """CPUs the Ray actors of this experiment reserve (the driver not included)."""
+        return (
+            self.num_env_runners * self.num_cpus_per_env_runner
+            + self.num_learners * self.num_cpus_per_learner
+        )
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
