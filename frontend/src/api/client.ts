@@ -1,0 +1,123 @@
+/** REST calls to /api/v1. Errors come back as ApiError carrying the server's field errors. */
+
+import type {
+  Checkpoint,
+  ErrorBody,
+  Experiment,
+  ExperimentEvent,
+  ExperimentPage,
+  FieldError,
+  MetricsResponse,
+  PPOConfig,
+} from "./types";
+
+export const API = "/api/v1";
+const TOKEN_KEY = "rollout.token";
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly fields: FieldError[] = [],
+  ) {
+    super(message);
+  }
+}
+
+export function apiToken(): string | null {
+  try {
+    return localStorage.getItem(TOKEN_KEY);
+  } catch {
+    return null;
+  }
+}
+
+export function setApiToken(token: string | null): void {
+  if (token) localStorage.setItem(TOKEN_KEY, token);
+  else localStorage.removeItem(TOKEN_KEY);
+}
+
+async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = { Accept: "application/json" };
+  const token = apiToken();
+  if (token) headers.Authorization = `Bearer ${token}`;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  let resp: Response;
+  try {
+    resp = await fetch(`${API}${path}`, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (e) {
+    throw new ApiError(0, "unreachable", `The service is unreachable (${String(e)})`);
+  }
+  if (resp.status === 204) return undefined as T;
+  const text = await resp.text();
+  let data: unknown = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    data = null;
+  }
+  if (!resp.ok) {
+    const err = (data as ErrorBody | null)?.error;
+    throw new ApiError(
+      resp.status,
+      err?.code ?? `http_${resp.status}`,
+      err?.message ?? (text.slice(0, 200) || resp.statusText),
+      err?.fields ?? [],
+    );
+  }
+  return data as T;
+}
+
+function query(params: Record<string, string | number | null | undefined>): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined && v !== "") q.set(k, String(v));
+  const s = q.toString();
+  return s ? `?${s}` : "";
+}
+
+export interface ListFilter {
+  status?: string;
+  tag?: string;
+  name?: string;
+  limit?: number;
+  cursor?: string | null;
+}
+
+export const api = {
+  list: (f: ListFilter = {}) =>
+    request<ExperimentPage>("GET", `/experiments${query({ ...f, cursor: f.cursor ?? undefined })}`),
+  get: (id: string) => request<Experiment>("GET", `/experiments/${encodeURIComponent(id)}`),
+  create: (name: string, config: PPOConfig, tags: string[]) =>
+    request<Experiment>("POST", "/experiments", { name, config, tags }),
+  stop: (id: string) => request<Experiment>("POST", `/experiments/${encodeURIComponent(id)}/stop`),
+  remove: (id: string) => request<void>("DELETE", `/experiments/${encodeURIComponent(id)}`),
+  events: (id: string) => request<ExperimentEvent[]>("GET", `/experiments/${encodeURIComponent(id)}/events`),
+  checkpoints: (id: string) => request<Checkpoint[]>("GET", `/experiments/${encodeURIComponent(id)}/checkpoints`),
+  logs: (id: string, tail = 200) =>
+    request<{ lines: string[] } | string[] | string>("GET", `/experiments/${encodeURIComponent(id)}/logs${query({ tail })}`),
+  metrics: (id: string, names: string[], maxPoints: number, stepMin?: number, stepMax?: number) =>
+    request<MetricsResponse>(
+      "GET",
+      `/experiments/${encodeURIComponent(id)}/metrics${query({
+        names: names.join(","),
+        max_points: maxPoints,
+        step_min: stepMin === undefined ? undefined : Math.floor(stepMin),
+        step_max: stepMax === undefined ? undefined : Math.ceil(stepMax),
+      })}`,
+    ),
+};
+
+export function checkpointDownloadUrl(id: string, cid: string): string {
+  return `${API}/experiments/${encodeURIComponent(id)}/checkpoints/${encodeURIComponent(cid)}/download`;
+}
+
+/** ws:// URL for a stream path under /api/v1, with the API token when one is configured. */
+export function wsUrl(path: string, params: Record<string, string | number | null | undefined> = {}): string {
+  const proto = location.protocol === "https:" ? "wss" : "ws";
+  return `${proto}://${location.host}${API}${path}${query({ ...params, token: apiToken() })}`;
+}
