@@ -1,0 +1,194 @@
+"""The job-side reporter against a real, misbehaving HTTP server: nothing lost or doubled."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request, Response
+
+from app.jobs.ray_head import free_ports
+from trainer.reporter import Backoff, Reporter
+from trainer.wire import CheckpointMeta
+
+EXP = "exp-1"
+BASE = f"/api/v1/jobs/experiments/{EXP}"
+
+
+@dataclass
+class FlakyApi:
+    """Records what arrives; fails the first `fail_first` requests with 503 before reading them."""
+
+    fail_first: int = 0
+    seen: int = 0
+    points: Counter[tuple[int, str]] = field(default_factory=Counter)
+    logs: list[str] = field(default_factory=list)
+    checkpoints: dict[int, bytes] = field(default_factory=dict)
+    statuses: list[dict] = field(default_factory=list)
+    auth: set[str] = field(default_factory=set)
+
+    def app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.middleware("http")
+        async def flaky(request: Request, call_next):  # type: ignore[no-untyped-def]
+            self.seen += 1
+            self.auth.add(request.headers.get("authorization", ""))
+            if self.seen <= self.fail_first:
+                return Response(status_code=503)
+            return await call_next(request)
+
+        @app.post(f"{BASE}/metrics")
+        async def metrics(request: Request) -> dict:
+            body = await request.json()
+            for row in body["rows"]:
+                for name in row["values"]:
+                    self.points[(row["step"], name)] += 1
+            return {"accepted": len(body["rows"])}
+
+        @app.post(f"{BASE}/logs")
+        async def logs(request: Request) -> dict:
+            self.logs.extend((await request.json())["lines"])
+            return {}
+
+        @app.put(f"{BASE}/checkpoints")
+        async def checkpoint(request: Request, iteration: int, env_steps: int) -> dict:
+            self.checkpoints[iteration] = b"".join([c async for c in request.stream()])
+            return {}
+
+        @app.post(f"{BASE}/status")
+        async def status(request: Request) -> dict:
+            self.statuses.append(await request.json())
+            return {}
+
+        return app
+
+
+class Server:
+    def __init__(self, app: FastAPI, port: int) -> None:
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def start(self) -> Server:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            assert time.monotonic() < deadline, "test server did not start"
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture
+def port() -> int:
+    return free_ports(1)[0]
+
+
+@pytest.fixture
+def started() -> Iterator[list[Server]]:
+    servers: list[Server] = []
+    yield servers
+    for s in servers:
+        s.stop()
+
+
+def make_reporter(port: int, job_dir: Path, **kw) -> Reporter:  # type: ignore[no-untyped-def]
+    return Reporter(
+        f"http://127.0.0.1:{port}",
+        "job-token",
+        EXP,
+        job_dir,
+        backoff=Backoff(initial_s=0.02, max_s=0.2),
+        timeout_s=5,
+        **kw,
+    )
+
+
+def add_rows(reporter: Reporter, count: int) -> None:
+    for i in range(count):
+        reporter.add_metrics(step=(i + 1) * 100, time_s=i * 0.1, values={"a": i, "b": -i})
+
+
+def test_failed_requests_are_retried_without_duplicates(
+    port: int, started: list[Server], tmp_path: Path
+) -> None:
+    api = FlakyApi(fail_first=5)
+    started.append(Server(api.app(), port).start())
+    reporter = make_reporter(port, tmp_path, batch_rows=7)
+    add_rows(reporter, 50)
+    for i in range(5):
+        reporter.add_log(f"line {i}")
+    assert reporter.close(timeout_s=30)
+
+    assert api.seen > 5
+    assert set(api.points) == {((i + 1) * 100, n) for i in range(50) for n in ("a", "b")}
+    assert max(api.points.values()) == 1  # each point accepted exactly once
+    assert api.logs == [f"line {i}" for i in range(5)]
+    assert api.auth == {"Bearer job-token"}
+    assert reporter.stats.failures >= 5
+
+
+def test_api_down_at_first_then_everything_arrives(
+    port: int, started: list[Server], tmp_path: Path
+) -> None:
+    reporter = make_reporter(port, tmp_path, batch_rows=10)
+    add_rows(reporter, 30)
+    archive = tmp_path / "ckpt.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(__file__, arcname="x.py")
+    payload = archive.read_bytes()
+    reporter.add_checkpoint(archive, CheckpointMeta(iteration=3, env_steps=300))
+    time.sleep(0.5)  # the sender is backing off against a closed port
+    assert reporter.stats.failures >= 1
+
+    api = FlakyApi()
+    started.append(Server(api.app(), port).start())
+    add_rows_after = 5
+    for i in range(add_rows_after):
+        reporter.add_metrics(step=10_000 + i, time_s=10.0, values={"a": 1.0})
+    assert reporter.close(timeout_s=30)
+
+    assert len(api.points) == 30 * 2 + add_rows_after
+    assert max(api.points.values()) == 1
+    assert api.checkpoints == {3: payload}
+    assert not archive.exists()  # removed after the upload
+    # The local JSONL copy holds every row, in order.
+    rows = [json.loads(x) for x in reporter.metrics_path.read_text().splitlines()]
+    assert [r["step"] for r in rows][:3] == [100, 200, 300]
+    assert len(rows) == 35
+
+
+def test_non_finite_values_are_dropped_and_status_is_retried(
+    port: int, started: list[Server], tmp_path: Path
+) -> None:
+    api = FlakyApi(fail_first=2)
+    started.append(Server(api.app(), port).start())
+    reporter = make_reporter(port, tmp_path)
+    reporter.report_status("running", reason="started", timeout_s=10)
+    reporter.add_metrics(step=1, time_s=0.0, values={"ok": 1.0, "nan": float("nan")})
+    assert reporter.close(timeout_s=10)
+    assert api.statuses[0]["status"] == "running"
+    assert set(api.points) == {(1, "ok")}
+
+
+def test_close_gives_up_after_its_timeout_and_keeps_the_local_copy(
+    port: int, tmp_path: Path
+) -> None:
+    reporter = make_reporter(port, tmp_path)
+    add_rows(reporter, 3)
+    t0 = time.monotonic()
+    assert not reporter.close(timeout_s=0.5)
+    assert time.monotonic() - t0 < 3
+    assert len(reporter.metrics_path.read_text().splitlines()) == 3
