@@ -1,0 +1,122 @@
+"""env-to-module pieces: observation batching, running mean/std filter, frame stacking."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from trainer.connectors.running_stats import RunningStats
+
+
+class BatchObservations:
+    """Make the vector env's observations one contiguous [N, *obs_shape] array of the space's
+    dtype (float32 for vectors, uint8 images stay uint8 so transfers stay small)."""
+
+    name = "batch"
+
+    def __init__(self, space: gym.spaces.Box) -> None:
+        self.dtype = np.float32 if np.issubdtype(space.dtype, np.floating) else space.dtype
+        self.shape = space.shape
+
+    def output_space(self, space: gym.spaces.Box) -> gym.spaces.Box:
+        return gym.spaces.Box(space.low, space.high, space.shape, self.dtype)
+
+    def __call__(self, obs: np.ndarray, reset_mask: np.ndarray) -> np.ndarray:
+        obs = np.ascontiguousarray(obs, dtype=self.dtype)
+        if obs.shape[1:] != self.shape:
+            raise ValueError(f"observations {obs.shape} do not match [N, *{self.shape}]")
+        return obs
+
+
+class MeanStdFilter:
+    """Normalise observations by a running mean / std and clip to +-clip (SB3 VecNormalize,
+    RLlib MeanStdFilter). Chunks store the normalised values, so the Learner needs no filter.
+
+    Several EnvRunners each see part of the data: every runner keeps the global stats it got at
+    the last sync (`set_state`) plus a delta of what it saw since; the driver folds all deltas
+    into the global stats once per iteration and sends them back (`merge_filter_states`).
+    """
+
+    name = "obs_filter"
+
+    def __init__(self, shape: tuple[int, ...], clip: float = 10.0, eps: float = 1e-8) -> None:
+        self.clip = clip
+        self.eps = eps
+        self.update_stats = True
+        self._shape = shape
+        self.set_state(RunningStats.empty(shape).to_dict())
+
+    def output_space(self, space: gym.spaces.Box) -> gym.spaces.Box:
+        return gym.spaces.Box(-self.clip, self.clip, space.shape, np.float32)
+
+    def __call__(self, obs: np.ndarray, reset_mask: np.ndarray) -> np.ndarray:
+        if self.update_stats:
+            batch = RunningStats.of(obs)
+            self._delta = self._delta.merge(batch)
+            self._current = self._current.merge(batch)
+            self._refresh()
+        out = (obs - self._mean) / self._std
+        return np.clip(out, -self.clip, self.clip).astype(np.float32, copy=False)
+
+    def _refresh(self) -> None:
+        self._mean = self._current.mean.astype(np.float32)
+        self._std = np.sqrt(self._current.var + self.eps).astype(np.float32)
+
+    def get_state(self) -> dict[str, Any]:
+        return self._current.to_dict()
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._current = RunningStats.from_dict(state)
+        self._delta = RunningStats.empty(self._shape)
+        self._refresh()
+
+    def pop_delta(self) -> dict[str, Any]:
+        delta, self._delta = self._delta, RunningStats.empty(self._shape)
+        return delta.to_dict()
+
+
+class FrameStack:
+    """Concatenate the last k observations along the last axis ([D] -> [k*D], HWC -> HW(k*C)).
+
+    Frames before an episode's start are zeros (as RLlib's frame stacking). `reset_mask` tells
+    which slots start a new episode with this observation, so no frame leaks across episodes.
+    """
+
+    name = "frame_stack"
+
+    def __init__(self, num_frames: int, num_envs: int, shape: tuple[int, ...]) -> None:
+        self.k = num_frames
+        self._frames = np.zeros((num_envs, num_frames, *shape), np.float32)  # [N, k, *obs]
+
+    def output_space(self, space: gym.spaces.Box) -> gym.spaces.Box:
+        low = np.concatenate([np.minimum(space.low, 0)] * self.k, axis=-1)
+        high = np.concatenate([np.maximum(space.high, 0)] * self.k, axis=-1)
+        return gym.spaces.Box(low, high, low.shape, space.dtype)
+
+    def __call__(self, obs: np.ndarray, reset_mask: np.ndarray) -> np.ndarray:
+        if self._frames.dtype != obs.dtype:
+            self._frames = self._frames.astype(obs.dtype)
+        frames = self._frames
+        frames[reset_mask] = 0
+        frames[:, :-1] = frames[:, 1:]
+        frames[:, -1] = obs
+        n = len(obs)
+        # [N, k, *obs] -> [N, ..., k, C] -> [N, ..., k*C]
+        stacked = np.moveaxis(frames, 1, -2)
+        return stacked.reshape(n, *obs.shape[1:-1], self.k * obs.shape[-1])
+
+
+def merge_filter_states(state: dict[str, Any], deltas: list[dict[str, Any]]) -> dict[str, Any]:
+    """Fold the runners' filter deltas into the global connector state (driver side)."""
+    merged = dict(state)
+    for name in {name for d in deltas for name in d}:
+        stats = RunningStats.from_dict(state[name]) if name in state else None
+        for d in deltas:
+            if name in d:
+                delta = RunningStats.from_dict(d[name])
+                stats = delta if stats is None else stats.merge(delta)
+        assert stats is not None
+        merged[name] = stats.to_dict()
+    return merged

@@ -1,0 +1,247 @@
+"""EnvRunner: steps a vector env with an inference-only policy and returns episode chunks.
+
+It only acts: actions, their log-probs and distribution inputs. Values, bootstrapping and GAE
+are the Learner's job (RLlib new API stack, PR #42272). A plain class: `ray.remote` is applied
+once, in env_runner_group.py, and serial mode uses it as is.
+
+Recording: every sample() call fills preallocated [K, N] numpy buffers (K vector steps, N
+sub-envs) and slices them into EpisodeChunks at the end; no per-step Python dicts. The vector
+env runs in NEXT_STEP autoreset mode (see envs.py): the step that ends an episode returns the
+true final observation s_T, and the following step of that slot is an "autoreset step" that
+returns the new episode's first observation and ignores the action. Autoreset steps are marked
+in `reset_buf` and are neither transitions nor counted env steps.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from trainer import distributions
+from trainer.config import PPOConfig
+from trainer.connectors import build_env_to_module, build_module_to_env
+from trainer.envs import make_vector_env, runner_seed
+from trainer.episode import EpisodeChunk
+from trainer.module import PPOModule
+
+
+@dataclass(frozen=True)
+class SampleResult:
+    """What one sample() call hands to the driver."""
+
+    chunks: list[EpisodeChunk]
+    episode_returns: list[float]  # episodes finished in this call, summed over all their chunks
+    episode_lengths: list[int]
+    env_steps: int  # transitions recorded (autoreset steps excluded)
+    weights_version: int
+    time_env_s: float  # env.step
+    time_inference_s: float  # module.sample incl. tensor <-> numpy
+    time_total_s: float
+    connector_delta: dict[str, Any] = field(default_factory=dict)  # filter stats since last sync
+    worker_index: int = 0
+
+
+@dataclass
+class _Buffers:
+    """Preallocated per-call recording: row k of obs is the module input before step k."""
+
+    obs: np.ndarray  # [K+1, N, *obs]
+    actions: np.ndarray  # [K, N, *action] as sampled
+    logp: np.ndarray  # [K, N]
+    dist_inputs: np.ndarray  # [K, N, D]
+    rewards: np.ndarray  # [K, N]
+    terminated: np.ndarray  # [K, N] bool
+    truncated: np.ndarray  # [K, N] bool
+    reset: np.ndarray  # [K, N] bool: step k was an autoreset step for that slot
+
+    @staticmethod
+    def allocate(k: int, n: int, obs: np.ndarray, action: np.ndarray, d: int) -> _Buffers:
+        """obs [N, *obs] and action [1, *action] give the row shapes and dtypes."""
+        return _Buffers(
+            obs=np.empty((k + 1, n, *obs.shape[1:]), obs.dtype),
+            actions=np.empty((k, n, *action.shape[1:]), action.dtype),
+            logp=np.empty((k, n), np.float32),
+            dist_inputs=np.empty((k, n, d), np.float32),
+            rewards=np.empty((k, n), np.float32),
+            terminated=np.empty((k, n), bool),
+            truncated=np.empty((k, n), bool),
+            reset=np.empty((k, n), bool),
+        )
+
+    def grown(self) -> _Buffers:
+        """Twice the capacity, same content (rare: only when many episodes end in one call)."""
+        return _Buffers(
+            **{
+                name: np.concatenate([arr, np.empty_like(arr[: len(arr) - (name == "obs")])])
+                for name, arr in vars(self).items()
+            }
+        )
+
+
+class EnvRunner:
+    """A gymnasium vector env + env-to-module / module-to-env connectors + an inference-only
+    PPOModule. Episodes continue across sample() calls under the same id."""
+
+    def __init__(
+        self,
+        config: PPOConfig,
+        worker_index: int = 0,
+        generation: int = 0,
+        *,
+        seed_torch: bool = False,
+    ) -> None:
+        torch.set_num_threads(config.torch_num_threads)
+        self.config = config
+        self.worker_index = worker_index
+        self._seed = runner_seed(config.seed, worker_index, generation)
+        if seed_torch:  # own process: own torch RNG for action sampling
+            torch.manual_seed(self._seed)
+        self.num_envs = config.num_envs_per_env_runner
+        self.env = make_vector_env(config.env_id, self.num_envs, config.env_config)
+        obs_space = self.env.single_observation_space
+        self.action_space = self.env.single_action_space
+        self.env_to_module = build_env_to_module(config, obs_space, self.num_envs)
+        self.module_to_env = build_module_to_env(self.action_space)
+        self.module = PPOModule(
+            self.env_to_module.output_space, self.action_space, config.model, inference_only=True
+        )
+        self.module.eval()
+        self._dist_dim = distributions.dist_inputs_dim(self.action_space)
+        self._action_example = (  # [1, *action]: dtype and shape of what the module samples
+            np.zeros((1, *self.action_space.shape), np.float32)
+            if isinstance(self.action_space, gym.spaces.Box)
+            else np.zeros(1, np.int64)
+        )
+        self.weights_version = -1
+        # Per-slot episode state, carried across sample() calls.
+        n = self.num_envs
+        self._obs: np.ndarray | None = None  # [N, *obs] module input for the next step
+        self._pending_reset = np.zeros(n, bool)  # next step of the slot is an autoreset step
+        self._ep_ids = [uuid.uuid4().hex for _ in range(n)]
+        self._ep_t = np.zeros(n, np.int64)  # steps already taken in the slot's episode
+        self._ep_return = np.zeros(n, np.float64)
+
+    # --- weights and connector state -----------------------------------------------------------
+    def set_weights(
+        self,
+        version: int,
+        weights: dict[str, np.ndarray],
+        connector_state: dict[str, Any] | None = None,
+    ) -> bool:
+        """Load policy weights unless they are older than what this runner has. Connector state
+        (merged observation-filter stats) is applied whenever given. Returns True if loaded."""
+        if connector_state is not None:
+            self.env_to_module.set_state(connector_state)
+        if version <= self.weights_version:
+            return False
+        self.module.load_inference_state_dict(weights)
+        self.weights_version = version
+        return True
+
+    def get_connector_state(self) -> dict[str, Any]:
+        return self.env_to_module.get_state()
+
+    def ping(self) -> int:
+        return self.worker_index
+
+    # --- sampling ------------------------------------------------------------------------------
+    def sample(self, num_timesteps: int, explore: bool = True) -> SampleResult:
+        """Step all sub-envs until at least `num_timesteps` transitions are recorded (may
+        overshoot by up to N-1), then return the finished episodes and the cut ongoing ones."""
+        t_start = time.perf_counter()
+        n = self.num_envs
+        if self._obs is None:
+            raw, _ = self.env.reset(seed=self._seed)
+            self._obs = self.env_to_module(raw, np.ones(n, bool))
+        capacity = math.ceil(num_timesteps / n) + 8
+        buf = _Buffers.allocate(capacity, n, self._obs, self._action_example, self._dist_dim)
+        buf.obs[0] = self._obs
+        time_env = time_inf = 0.0
+        steps = k = 0
+        while steps < num_timesteps:
+            if k == len(buf.rewards):
+                buf = buf.grown()
+            t0 = time.perf_counter()
+            actions, logp, dist_inputs = self.module.sample(torch.from_numpy(buf.obs[k]), explore)
+            actions_np = actions.numpy()  # [N, *action] as sampled
+            buf.actions[k] = actions_np
+            buf.logp[k] = logp.numpy()
+            buf.dist_inputs[k] = dist_inputs.numpy()
+            t1 = time.perf_counter()
+            raw, rewards, terminated, truncated, _ = self.env.step(self.module_to_env(actions_np))
+            t2 = time.perf_counter()
+            is_reset = self._pending_reset
+            buf.reset[k] = is_reset
+            buf.rewards[k] = rewards
+            buf.terminated[k] = terminated
+            buf.truncated[k] = truncated
+            buf.obs[k + 1] = self.env_to_module(raw, is_reset)
+            self._pending_reset = terminated | truncated
+            steps += n - int(is_reset.sum())
+            k += 1
+            time_inf += t1 - t0
+            time_env += t2 - t1
+        self._obs = buf.obs[k].copy()
+        chunks, returns, lengths = self._slice(buf, k)
+        return SampleResult(
+            chunks=chunks,
+            episode_returns=returns,
+            episode_lengths=lengths,
+            env_steps=steps,
+            weights_version=self.weights_version,
+            time_env_s=time_env,
+            time_inference_s=time_inf,
+            time_total_s=time.perf_counter() - t_start,
+            connector_delta=self.env_to_module.pop_deltas(),
+            worker_index=self.worker_index,
+        )
+
+    def _slice(self, buf: _Buffers, k: int) -> tuple[list[EpisodeChunk], list[float], list[int]]:
+        """Cut the [K, N] buffers into per-episode chunks; update the per-slot episode state."""
+        chunks: list[EpisodeChunk] = []
+        returns: list[float] = []
+        lengths: list[int] = []
+        done = buf.terminated[:k] | buf.truncated[:k]  # [K, N]
+        for slot in range(self.num_envs):
+            # An autoreset step at step 0 belongs to no episode: the new one starts at step 1.
+            start = 1 if buf.reset[0, slot] else 0
+            for end in np.flatnonzero(done[:, slot]):
+                chunks.append(self._chunk(buf, slot, start, end + 1, done=True))
+                returns.append(float(self._ep_return[slot]))
+                lengths.append(int(self._ep_t[slot]))
+                self._ep_ids[slot] = uuid.uuid4().hex
+                self._ep_t[slot] = 0
+                self._ep_return[slot] = 0.0
+                start = end + 2  # end + 1 is the slot's autoreset step
+            if start < k:
+                chunks.append(self._chunk(buf, slot, start, k, done=False))
+        return chunks, returns, lengths
+
+    def _chunk(self, buf: _Buffers, slot: int, start: int, stop: int, done: bool) -> EpisodeChunk:
+        """Steps [start, stop) of one slot; obs rows [start, stop] (obs[T] = s_T or the cut)."""
+        rewards = buf.rewards[start:stop, slot].copy()
+        chunk = EpisodeChunk(
+            id=self._ep_ids[slot],
+            t_started=int(self._ep_t[slot]),
+            obs=buf.obs[start : stop + 1, slot].copy(),
+            actions=buf.actions[start:stop, slot].copy(),
+            rewards=rewards,
+            logp=buf.logp[start:stop, slot].copy(),
+            dist_inputs=buf.dist_inputs[start:stop, slot].copy(),
+            terminated=done and bool(buf.terminated[stop - 1, slot]),
+            truncated=done and bool(buf.truncated[stop - 1, slot]),
+            weights_version=self.weights_version,
+        )
+        self._ep_t[slot] += stop - start
+        self._ep_return[slot] += float(rewards.sum(dtype=np.float64))
+        return chunk
+
+    def stop(self) -> None:
+        self.env.close()
