@@ -1,0 +1,99 @@
+"""The learner connector: episode chunks -> one flat train batch of tensors.
+
+Steps (DESIGN.md, "learner-side GAE"): concatenate the T+1 observations of all K chunks, run ONE
+batched value forward pass over those B+K rows (which yields every V(s_t) and each chunk's
+bootstrap value V(s_T)), compute GAE per chunk, keep the B real timesteps, standardise the
+advantages over those real timesteps only.
+
+Axes: K chunks, B = sum(T_k) real timesteps, D = dist_inputs width.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from trainer import gae
+from trainer.episode import EpisodeChunk
+
+
+@dataclass(frozen=True)
+class TrainBatch:
+    """Everything the PPO loss needs, one row per real timestep, already on the Learner device."""
+
+    obs: torch.Tensor  # [B, *obs_shape] as sampled (uint8 images stay uint8)
+    actions: torch.Tensor  # [B, ...] as sampled
+    logp: torch.Tensor  # [B] log-prob under the sampling policy
+    dist_inputs: torch.Tensor  # [B, D] of the sampling policy
+    advantages: torch.Tensor  # [B], standardised when asked
+    value_targets: torch.Tensor  # [B]
+    values: torch.Tensor  # [B] V(s_t) before the update (for value clipping, explained variance)
+
+    def __len__(self) -> int:
+        return len(self.logp)
+
+
+def build_train_batch(
+    chunks: Sequence[EpisodeChunk],
+    value_fn: Callable[[torch.Tensor], torch.Tensor],
+    *,
+    gamma: float,
+    lam: float,
+    normalize_advantages: bool,
+    device: torch.device | str = "cpu",
+    value_rows_per_pass: int | None = None,
+) -> TrainBatch:
+    """Build the train batch for `chunks`; `value_fn` maps obs [N, *obs] -> values [N].
+
+    value_rows_per_pass bounds the rows of one value forward pass (memory, for image batches);
+    None runs a single pass over all B+K rows.
+    """
+    if not chunks:
+        raise ValueError("cannot build a train batch from zero episode chunks")
+    lengths = np.fromiter((len(c) for c in chunks), dtype=np.int64, count=len(chunks))  # [K]
+    terminated = np.fromiter((c.terminated for c in chunks), dtype=bool, count=len(chunks))
+    obs_all = torch.from_numpy(np.concatenate([c.obs for c in chunks])).to(device)  # [B+K, *obs]
+    with torch.no_grad():
+        if value_rows_per_pass is None:
+            values_all = value_fn(obs_all)  # [B+K]
+        else:
+            values_all = torch.cat([value_fn(o) for o in obs_all.split(value_rows_per_pass)])
+    rewards = np.concatenate([c.rewards for c in chunks])  # [B]
+    values_np = values_all.float().cpu().numpy()
+    advantages, targets = gae.compute_gae(values_np, rewards, lengths, terminated, gamma, lam)
+    if normalize_advantages and len(advantages) > 1:
+        # Over real timesteps only (RLlib also counted its phantom rows); 1e-8 as in SB3.
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    real, _ = gae.chunk_rows(lengths)
+    real_t = torch.from_numpy(real).to(device)
+
+    def cat(name: str) -> torch.Tensor:
+        return torch.from_numpy(np.concatenate([getattr(c, name) for c in chunks])).to(device)
+
+    return TrainBatch(
+        obs=obs_all.index_select(0, real_t),
+        actions=cat("actions"),
+        logp=cat("logp").float(),
+        dist_inputs=cat("dist_inputs").float(),
+        advantages=torch.from_numpy(advantages).to(device),
+        value_targets=torch.from_numpy(targets).to(device),
+        values=values_all.index_select(0, real_t).float(),
+    )
+
+
+def shard_chunks(chunks: Sequence[EpisodeChunk], num_shards: int) -> list[list[EpisodeChunk]]:
+    """Split whole chunks into `num_shards` lists balanced by step count (longest first, each to
+    the currently smallest shard). Chunks are never sliced, so GAE sees whole chunks; every shard
+    gets at least one chunk (a DDP rank with no data could not take its gradient steps)."""
+    if len(chunks) < num_shards:
+        raise ValueError(f"{len(chunks)} episode chunks cannot feed {num_shards} learners")
+    shards: list[list[EpisodeChunk]] = [[] for _ in range(num_shards)]
+    sizes = [0] * num_shards
+    for chunk in sorted(chunks, key=len, reverse=True):
+        i = min(range(num_shards), key=sizes.__getitem__)
+        shards[i].append(chunk)
+        sizes[i] += len(chunk)
+    return shards

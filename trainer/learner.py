@@ -1,0 +1,278 @@
+"""PPOLearner: one update = train batch (value pass + GAE) -> num_epochs x shuffled minibatches.
+
+Loss per minibatch (Schulman et al. 2017):
+    ratio    = exp(logp_new - logp_old)
+    policy   = -mean(min(A * ratio, A * clip(ratio, 1 - clip_param, 1 + clip_param)))   # eq. 7
+    vf       = mean((V - target)^2), or with vf_clip_param the PPO2 / CleanRL form
+               mean(max((V - target)^2, (V_old + clip(V - V_old, -c, c) - target)^2))
+    total    = policy + vf_loss_coeff * vf - entropy_coeff * entropy + kl_coeff * KL(old || new)
+The KL coefficient adapts once per update on the update's mean KL (RLlib's rule, on the mean
+rather than RLlib's last minibatch): > 2 * kl_target -> x1.5, < kl_target / 2 -> x0.5.
+kl_coeff = 0 disables the penalty entirely.
+
+Runs alone (world_size 1) or as one rank of a torch DDP group that the caller has initialised
+(trainer/learner_group.py); with DDP, gradients are all-reduced in backward() so weights stay
+identical, and every rank takes the same number of minibatch steps (derived from the config, not
+from the shard size).
+
+Axes: B real timesteps of this Learner's shard, M minibatch rows, D dist_inputs width.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from trainer.batch import TrainBatch, build_train_batch
+from trainer.config import PPOConfig
+from trainer.episode import EpisodeChunk
+from trainer.module import PPOModule
+
+# Image batches: bound the rows of one value forward pass (B+K frames of 84x84x4 as float32
+# would need gigabytes at once).
+_IMAGE_VALUE_ROWS = 2048
+# Adam eps as in CleanRL / SB3's PPO (torch's 1e-8 is less stable with tiny gradients).
+_ADAM_EPS = 1e-5
+
+
+@dataclass(frozen=True)
+class LearnerStats:
+    """What one update reports; losses and KL are means over all minibatch steps."""
+
+    policy_loss: float
+    vf_loss: float
+    entropy: float
+    kl: float
+    kl_coeff: float  # after this update's adaptation (used by the next update)
+    clip_fraction: float
+    explained_variance: float
+    grad_norm: float  # before clipping
+    lr: float
+    num_steps_trained: int
+    time_gae_s: float  # batch building + value pass + GAE
+    time_sgd_s: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: float(v) for k, v in dataclasses.asdict(self).items()}
+
+
+def linear_lr(lr: float, env_steps: int, total_env_steps: int | None) -> float:
+    """lr decayed linearly to 0 at total_env_steps."""
+    if total_env_steps is None:
+        return lr
+    return lr * max(0.0, 1.0 - env_steps / total_env_steps)
+
+
+def adapt_kl_coeff(kl_coeff: float, kl: float, kl_target: float) -> float:
+    """RLlib's adaptive KL rule; 0 stays 0 (penalty disabled)."""
+    if kl > 2.0 * kl_target:
+        return kl_coeff * 1.5
+    if kl < 0.5 * kl_target:
+        return kl_coeff * 0.5
+    return kl_coeff
+
+
+def explained_variance(values: torch.Tensor, targets: torch.Tensor) -> float:
+    """1 - Var(targets - values) / Var(targets); nan when the targets are constant."""
+    var_t = targets.var(unbiased=False)
+    if var_t.item() == 0.0:
+        return float("nan")
+    return float(1.0 - (targets - values).var(unbiased=False) / var_t)
+
+
+def ppo_losses(
+    module_out: tuple[torch.Tensor, torch.Tensor],
+    mb: TrainBatch,
+    config: PPOConfig,
+    dist: Any,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(policy_loss, vf_loss, entropy, kl, clip_fraction), all scalars, for one minibatch."""
+    dist_inputs, values = module_out  # [M, D], [M]
+    logp = dist.logp(dist_inputs, mb.actions)  # [M]
+    ratio = torch.exp(logp - mb.logp)
+    adv = mb.advantages
+    clipped = ratio.clamp(1.0 - config.clip_param, 1.0 + config.clip_param)
+    policy_loss = -torch.minimum(adv * ratio, adv * clipped).mean()
+    vf_err = (values - mb.value_targets).square()
+    if config.vf_clip_param is not None:
+        c = config.vf_clip_param
+        v_clipped = mb.values + (values - mb.values).clamp(-c, c)
+        vf_err = torch.maximum(vf_err, (v_clipped - mb.value_targets).square())
+    vf_loss = vf_err.mean()
+    entropy = dist.entropy(dist_inputs).mean()
+    kl = dist.kl(mb.dist_inputs, dist_inputs).mean()
+    with torch.no_grad():
+        clip_fraction = ((ratio - 1.0).abs() > config.clip_param).float().mean()
+    return policy_loss, vf_loss, entropy, kl, clip_fraction
+
+
+class PPOLearner:
+    """Holds the full PPOModule and its optimizer; `update()` is the whole learning step."""
+
+    def __init__(
+        self,
+        config: PPOConfig,
+        observation_space: gym.spaces.Box,
+        action_space: gym.spaces.Discrete | gym.spaces.Box,
+        *,
+        device: str | torch.device = "cpu",
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        torch.set_num_threads(config.torch_num_threads)
+        self.config = config
+        self.device = torch.device(device)
+        self.rank, self.world_size = rank, world_size
+        torch.manual_seed(config.seed)  # same initial weights on every rank
+        self.module = PPOModule(observation_space, action_space, config.model).to(self.device)
+        self._train_module: nn.Module = self.module
+        if world_size > 1:
+            # Broadcasts rank 0's weights at construction; all-reduces gradients in backward().
+            self._train_module = nn.parallel.DistributedDataParallel(
+                self.module, device_ids=[self.device.index] if self.device.type == "cuda" else None
+            )
+        self._image_obs = len(observation_space.shape) == 3
+        self.optimizer = torch.optim.Adam(
+            self.module.parameters(), lr=config.lr, eps=_ADAM_EPS, fused=True
+        )
+        self.kl_coeff = config.kl_coeff
+        self.num_updates = 0
+        self.num_steps_trained = 0
+        # Shuffling uses its own generator so it does not depend on other torch RNG users.
+        self._rng = torch.Generator().manual_seed(config.seed + 1000 * rank)
+
+    # --- the update ----------------------------------------------------------------------------
+    def update(self, chunks: Sequence[EpisodeChunk], env_steps: int) -> LearnerStats:
+        cfg = self.config
+        t0 = time.perf_counter()
+        batch = build_train_batch(
+            chunks,
+            self.module.values,
+            gamma=cfg.gamma,
+            lam=cfg.gae_lambda,
+            normalize_advantages=cfg.normalize_advantages,
+            device=self.device,
+            value_rows_per_pass=_IMAGE_VALUE_ROWS if self._image_obs else None,
+        )
+        t1 = time.perf_counter()
+        lr = self._set_lr(env_steps)
+        sums = self._sgd(batch)  # [6] sums over minibatch steps
+        n_steps = cfg.num_epochs * self.num_minibatches
+        means = sums / n_steps
+        ev = explained_variance(batch.values, batch.value_targets)
+        if self.world_size > 1:
+            # Identical stats (and so identical kl_coeff) on every rank.
+            dist.all_reduce(means)
+            means /= self.world_size
+        policy_loss, vf_loss, entropy, kl, clip_fraction, grad_norm = means.tolist()
+        if self.kl_coeff > 0.0:
+            self.kl_coeff = adapt_kl_coeff(self.kl_coeff, kl, cfg.kl_target)
+        self.num_updates += 1
+        self.num_steps_trained += len(batch)
+        return LearnerStats(
+            policy_loss=policy_loss,
+            vf_loss=vf_loss,
+            entropy=entropy,
+            kl=kl,
+            kl_coeff=self.kl_coeff,
+            clip_fraction=clip_fraction,
+            explained_variance=ev,
+            grad_norm=grad_norm,
+            lr=lr,
+            num_steps_trained=len(batch),
+            time_gae_s=t1 - t0,
+            time_sgd_s=time.perf_counter() - t1,
+        )
+
+    @property
+    def num_minibatches(self) -> int:
+        """Minibatches per epoch, from the config so every DDP rank takes the same steps."""
+        return max(1, self.config.train_batch_size_per_learner // self.config.minibatch_size)
+
+    def _set_lr(self, env_steps: int) -> float:
+        cfg = self.config
+        lr = cfg.lr
+        if cfg.lr_schedule == "linear":
+            lr = linear_lr(cfg.lr, env_steps, cfg.stop.env_steps)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
+    def _sgd(self, batch: TrainBatch) -> torch.Tensor:
+        """num_epochs passes of shuffled minibatches; returns per-stat sums over all steps."""
+        cfg = self.config
+        dist_fns = self.module.dist
+        params = [p for p in self.module.parameters()]
+        max_norm = cfg.grad_clip if cfg.grad_clip is not None else float("inf")
+        use_kl = self.kl_coeff > 0.0
+        sums = torch.zeros(6)
+        n = len(batch)
+        columns = [getattr(batch, f.name) for f in dataclasses.fields(batch)]  # no deep copy
+        reps = -(-self.num_minibatches // n)  # a tiny batch is cycled so no minibatch is empty
+        for _ in range(cfg.num_epochs):
+            perm = torch.randperm(n, generator=self._rng).to(self.device)
+            if reps > 1:
+                perm = perm.repeat(reps)
+            for idx in perm.tensor_split(self.num_minibatches):
+                mb = TrainBatch(*(t.index_select(0, idx) for t in columns))
+                out = self._train_module(mb.obs)
+                policy_loss, vf_loss, entropy, kl, clip_fraction = ppo_losses(
+                    out, mb, cfg, dist_fns
+                )
+                loss = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
+                if use_kl:
+                    loss = loss + self.kl_coeff * kl
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                grad_norm = nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
+                self.optimizer.step()
+                sums += (
+                    torch.stack([policy_loss, vf_loss, entropy, kl, clip_fraction, grad_norm])
+                    .detach()
+                    .cpu()
+                )
+        return sums
+
+    # --- weights and state ---------------------------------------------------------------------
+    def get_inference_weights(self) -> dict[str, np.ndarray]:
+        """Policy weights as numpy copies (cheap to ray.put, no torch needed to pickle)."""
+        return {k: v.cpu().numpy().copy() for k, v in self.module.inference_state_dict().items()}
+
+    def get_state(self) -> dict[str, Any]:
+        """Everything needed to resume learning; CPU tensors, picklable and torch.save-able."""
+        return {
+            "module": {k: v.detach().cpu().clone() for k, v in self.module.state_dict().items()},
+            "optimizer": _to_cpu(self.optimizer.state_dict()),
+            "kl_coeff": self.kl_coeff,
+            "num_updates": self.num_updates,
+            "num_steps_trained": self.num_steps_trained,
+            "rng": self._rng.get_state(),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.module.load_state_dict(state["module"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.kl_coeff = float(state["kl_coeff"])
+        self.num_updates = int(state["num_updates"])
+        self.num_steps_trained = int(state["num_steps_trained"])
+        if "rng" in state:
+            self._rng.set_state(state["rng"])
+
+
+def _to_cpu(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu().clone()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_to_cpu(v) for v in obj]
+    return obj
