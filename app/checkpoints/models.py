@@ -1,0 +1,27 @@
+"""Checkpoint rows; the archives themselves live under the data dir."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import BigInteger, Double, ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.core.db import Base, UTCDateTime, utcnow
+
+
+class Checkpoint(Base):
+    __tablename__ = "checkpoints"
+    __table_args__ = (UniqueConstraint("experiment_id", "iteration"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    experiment_id: Mapped[int] = mapped_column(
+        ForeignKey("experiments.id", ondelete="CASCADE"), index=True
+    )
+    iteration: Mapped[int] = mapped_column(Integer)
+    env_steps: Mapped[int] = mapped_column(BigInteger)
+    episode_return_mean: Mapped[float | None] = mapped_column(Double)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    sha256: Mapped[str] = mapped_column(String(64))
+    path: Mapped[str] = mapped_column(String(500))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -1,0 +1,119 @@
+"""Checkpoint records: register uploads (idempotent per iteration), list, resolve, retention."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from app.checkpoints.models import Checkpoint
+from app.checkpoints.schemas import CheckpointPublic
+from app.checkpoints.storage import StoredFile
+from app.core.db import publish_after_commit, utcnow
+from app.core.errors import NotFound
+from app.experiments.models import Experiment
+from app.live.topics import experiment_topic
+from trainer.wire import CheckpointMeta
+
+
+def all_checkpoints(session: Session, experiment_id: int) -> list[Checkpoint]:
+    stmt = (
+        select(Checkpoint)
+        .where(Checkpoint.experiment_id == experiment_id)
+        .order_by(Checkpoint.iteration)
+    )
+    return list(session.scalars(stmt))
+
+
+def best_and_latest(checkpoints: list[Checkpoint]) -> tuple[Checkpoint | None, Checkpoint | None]:
+    """Best: highest mean return (later wins ties); latest: highest iteration."""
+    latest = max(checkpoints, key=lambda c: c.iteration, default=None)
+    scored = [c for c in checkpoints if c.episode_return_mean is not None]
+    best = max(scored, key=lambda c: (c.episode_return_mean, c.iteration), default=None)
+    return best, latest
+
+
+def latest_checkpoint(session: Session, experiment_id: int) -> Checkpoint | None:
+    return best_and_latest(all_checkpoints(session, experiment_id))[1]
+
+
+def to_public(checkpoints: list[Checkpoint]) -> list[CheckpointPublic]:
+    best, latest = best_and_latest(checkpoints)
+    return [
+        CheckpointPublic(
+            id=c.id,
+            experiment_id=c.experiment_id,
+            iteration=c.iteration,
+            env_steps=c.env_steps,
+            episode_return_mean=c.episode_return_mean,
+            size_bytes=c.size_bytes,
+            sha256=c.sha256,
+            created_at=c.created_at,
+            is_best=best is not None and c.id == best.id,
+            is_latest=latest is not None and c.id == latest.id,
+        )
+        for c in checkpoints
+    ]
+
+
+def resolve(session: Session, experiment_id: int, ref: str) -> Checkpoint:
+    """A checkpoint by id, or `best` / `latest` (best falls back to latest without returns)."""
+    checkpoints = all_checkpoints(session, experiment_id)
+    best, latest = best_and_latest(checkpoints)
+    if ref == "latest":
+        found = latest
+    elif ref == "best":
+        found = best or latest
+    else:
+        found = next((c for c in checkpoints if str(c.id) == ref), None)
+    if found is None:
+        raise NotFound(f"experiment {experiment_id} has no checkpoint {ref!r}")
+    return found
+
+
+def register(
+    session: Session, exp: Experiment, meta: CheckpointMeta, stored: StoredFile, root: Path
+) -> tuple[Checkpoint, list[Path]]:
+    """Record an uploaded archive, then apply retention; returns files the caller removes."""
+    existing = session.scalars(
+        select(Checkpoint).where(
+            Checkpoint.experiment_id == exp.id, Checkpoint.iteration == meta.iteration
+        )
+    ).one_or_none()
+    checkpoint = existing or Checkpoint(experiment_id=exp.id, iteration=meta.iteration)
+    checkpoint.env_steps = meta.env_steps
+    checkpoint.episode_return_mean = meta.episode_return_mean
+    checkpoint.size_bytes = stored.size_bytes
+    checkpoint.sha256 = stored.sha256
+    checkpoint.path = str(stored.path.relative_to(root))
+    checkpoint.created_at = utcnow()
+    session.add(checkpoint)
+    session.flush()
+    removed = apply_retention(session, exp)
+    if checkpoint.id not in {c.id for c in removed}:
+        public = {c.id: c for c in to_public(all_checkpoints(session, exp.id))}[checkpoint.id]
+        publish_after_commit(
+            session,
+            experiment_topic(exp.id),
+            {
+                "type": "checkpoint",
+                "experiment_id": exp.id,
+                "checkpoint": public.model_dump(mode="json"),
+            },
+        )
+    return checkpoint, [root / c.path for c in removed]
+
+
+def apply_retention(session: Session, exp: Experiment) -> list[Checkpoint]:
+    """Keep the `keep_checkpoints` most recent and the best; delete the rest's rows."""
+    keep_count = int(exp.config.get("keep_checkpoints", 5))
+    checkpoints = all_checkpoints(session, exp.id)
+    best, _ = best_and_latest(checkpoints)
+    keep = {c.id for c in checkpoints[-keep_count:]}
+    if best is not None:
+        keep.add(best.id)
+    removed = [c for c in checkpoints if c.id not in keep]
+    if removed:
+        session.execute(delete(Checkpoint).where(Checkpoint.id.in_([c.id for c in removed])))
+    return removed

@@ -1,0 +1,88 @@
+"""Service settings, read from the environment with the `ROLLOUT_` prefix.
+
+Built once per `create_app(settings)` call and passed down explicitly, so tests can make as many
+isolated apps (each with its own data dir and database) as they like.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# Project-local by default, like MLflow's ./mlruns: a run's data sits next to the code that made
+# it and `git status` never shows it (.gitignore lists it).
+DEFAULT_DATA_DIR = Path(".rollout")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ROLLOUT_", extra="ignore")
+
+    data_dir: Path = Field(
+        default=DEFAULT_DATA_DIR,
+        description="Where the SQLite database (by default), checkpoints and job files live.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL; default: a SQLite file rollout.db in the data dir.",
+    )
+    host: str = Field(default="127.0.0.1", description="Address `rollout serve` listens on.")
+    port: int = Field(default=8000, ge=0, le=65535)
+    api_token: SecretStr | None = Field(
+        default=None,
+        description="When set, every /api/v1 request and websocket must present it as a bearer "
+        "token (or ?token= for websockets). Required to listen on a non-loopback address.",
+    )
+    ray_address: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("ROLLOUT_RAY_ADDRESS", "RAY_ADDRESS", "ray_address"),
+        description="An existing Ray cluster; unset: the service starts a private local head.",
+    )
+    jobs_enabled: bool = Field(
+        default=True, description="Launch experiments on Ray. Off: experiments stay pending."
+    )
+    max_concurrent_experiments: int = Field(default=4, ge=1)
+    public_url: str | None = Field(
+        default=None,
+        description="Base URL jobs use to call the API back; default http://{host}:{port}.",
+    )
+    frontend_dir: Path | None = Field(
+        default=None,
+        description="Built dashboard to serve at /; default frontend/dist of the project.",
+    )
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'rollout.db').resolve()}"
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.data_dir / "checkpoints"
+
+    @property
+    def api_url(self) -> str:
+        """The URL a job uses to reach this API."""
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+    @property
+    def api_token_value(self) -> str | None:
+        return self.api_token.get_secret_value() if self.api_token else None
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine can reach (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

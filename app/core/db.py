@@ -1,0 +1,172 @@
+"""Engine, sessions, the declarative base (with a naming convention) and migrations.
+
+Sessions are synchronous SQLAlchemy 2 sessions: HTTP handlers that touch the database are plain
+`def` functions (FastAPI runs them in its thread pool) and async code runs database work with
+`asyncio.to_thread`. Messages for live subscribers are queued on the session with
+`publish_after_commit` and delivered only once the transaction has committed, so a websocket
+client never sees a state the database does not hold.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from sqlalchemy import DateTime, Engine, MetaData, create_engine, event
+from sqlalchemy.engine import Dialect, make_url
+from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+from sqlalchemy.types import TypeDecorator
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+MIGRATIONS_DIR = PROJECT_ROOT / "migrations"
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class UTCDateTime(TypeDecorator[dt.datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite stores no zone)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given; use utcnow()")
+        value = value.astimezone(dt.UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=dt.UTC)
+        return value.astimezone(dt.UTC)
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class Publisher(Protocol):
+    """What the session needs from the live hub: a thread-safe, non-blocking publish."""
+
+    def publish(self, topic: str, message: dict[str, Any]) -> None: ...
+
+
+def make_engine(url: str) -> Engine:
+    """An engine with the settings each backend needs for a multi-threaded web service."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn: Any, _: Any) -> None:
+            cur = dbapi_conn.cursor()
+            # WAL lets readers (websockets, queries) run while a job's ingest writes.
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+SessionMaker = sessionmaker[Session]
+
+_PENDING = "rollout_pending_messages"
+
+
+def make_sessionmaker(engine: Engine, hub: Publisher | None = None) -> SessionMaker:
+    """Sessions that deliver `publish_after_commit` messages to `hub` after each commit."""
+    factory = sessionmaker(bind=engine, expire_on_commit=False, info={"hub": hub})
+
+    @event.listens_for(factory, "after_commit")
+    def _deliver(session: Session) -> None:
+        messages = session.info.pop(_PENDING, [])
+        target = session.info.get("hub")
+        if target is not None:
+            for topic, message in messages:
+                target.publish(topic, message)
+
+    @event.listens_for(factory, "after_soft_rollback")
+    def _discard(session: Session, _: Any) -> None:
+        session.info.pop(_PENDING, None)
+
+    return factory
+
+
+def publish_after_commit(session: Session, topic: str, message: dict[str, Any]) -> None:
+    """Queue a live message; it goes out only if the surrounding transaction commits."""
+    session.info.setdefault(_PENDING, []).append((topic, message))
+
+
+T = TypeVar("T")
+
+
+@contextmanager
+def transaction(factory: SessionMaker) -> Iterator[Session]:
+    """One session, committed on success and rolled back on error."""
+    with factory() as session, session.begin():
+        yield session
+
+
+def run_in_transaction(factory: SessionMaker, fn: Callable[..., T], *args: Any) -> T:
+    """Call `fn(session, *args)` in one transaction (meant for `asyncio.to_thread`)."""
+    with transaction(factory) as session:
+        return fn(session, *args)
+
+
+def alembic_config(url: str) -> Any:
+    from alembic.config import Config
+
+    cfg = Config(str(PROJECT_ROOT / "alembic.ini"))
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def migrate(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to `revision` (start-up runs this to head)."""
+    from alembic import command
+
+    cfg = alembic_config(engine.url.render_as_string(hide_password=False))
+    with engine.begin() as connection:
+        cfg.attributes["connection"] = connection
+        command.upgrade(cfg, revision)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    from alembic import command
+
+    cfg = alembic_config(engine.url.render_as_string(hide_password=False))
+    with engine.begin() as connection:
+        cfg.attributes["connection"] = connection
+        command.downgrade(cfg, revision)
+
+
+def import_models() -> MetaData:
+    """Import every ORM module so `Base.metadata` knows all tables (Alembic, drift test)."""
+    import app.checkpoints.models
+    import app.experiments.models
+    import app.metrics.models  # noqa: F401
+
+    return Base.metadata

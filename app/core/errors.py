@@ -1,0 +1,108 @@
+"""Domain errors and the one handler that maps them to HTTP.
+
+    RolloutError                      500  base; carries code, message, optional fields
+    ├── NotFound                      404  unknown experiment / checkpoint
+    ├── Conflict                      409  the resource is in the wrong state
+    │   └── IllegalTransition         409  a lifecycle transition the state machine forbids
+    ├── InvalidInput                  422  a request that parses but is wrong (e.g. a bad config)
+    ├── Unauthorized                  401  missing or wrong token
+    ├── Forbidden                     403  a valid token used outside its scope
+    └── Unavailable                   503  a dependency (e.g. Ray) is not there
+
+Services raise these; routers never build HTTP errors themselves. Every error reaches the client
+as `{"error": {"code", "message", "fields"?}}`, `fields` being `[{"field", "message"}]`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+
+class RolloutError(Exception):
+    status_code: ClassVar[int] = 500
+    code: ClassVar[str] = "internal_error"
+
+    def __init__(self, message: str, fields: list[dict[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields = fields
+
+    def body(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.fields is not None:
+            error["fields"] = self.fields
+        return {"error": error}
+
+
+class NotFound(RolloutError):
+    status_code = 404
+    code = "not_found"
+
+
+class Conflict(RolloutError):
+    status_code = 409
+    code = "conflict"
+
+
+class IllegalTransition(Conflict):
+    code = "illegal_transition"
+
+
+class InvalidInput(RolloutError):
+    status_code = 422
+    code = "invalid_input"
+
+
+class Unauthorized(RolloutError):
+    status_code = 401
+    code = "unauthorized"
+
+
+class Forbidden(RolloutError):
+    status_code = 403
+    code = "forbidden"
+
+
+class Unavailable(RolloutError):
+    status_code = 503
+    code = "unavailable"
+
+
+def field_errors(errors: list[Any], prefix: str = "") -> list[dict[str, str]]:
+    """pydantic error dicts -> [{"field": "config.lr", "message": ...}]."""
+    out = []
+    for err in errors:
+        loc = [str(part) for part in err.get("loc", ()) if part not in ("body",)]
+        path = ".".join([prefix, *loc] if prefix else loc) or prefix or "body"
+        message = str(err.get("msg", "invalid value"))
+        out.append({"field": path, "message": message})
+    return out
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Map domain errors, request validation errors and plain HTTP errors to one JSON shape."""
+
+    async def on_domain_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RolloutError)
+        headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
+        return JSONResponse(exc.body(), status_code=exc.status_code, headers=headers)
+
+    async def on_validation_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        err = InvalidInput("the request is invalid", fields=field_errors(list(exc.errors())))
+        return JSONResponse(err.body(), status_code=422)
+
+    async def on_http_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        body = {"error": {"code": code, "message": str(exc.detail)}}
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+    app.add_exception_handler(RolloutError, on_domain_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)

@@ -1,0 +1,58 @@
+"""Service-level endpoints: health and the Ray cluster view (delegated to the jobs runtime)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+
+from app.core.auth import require_api_token
+from app.core.errors import Unavailable
+
+router = APIRouter(tags=["system"])
+api_router = APIRouter(tags=["system"], dependencies=[Depends(require_api_token)])
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def _database_ok(request: Request) -> bool:
+    try:
+        with request.app.state.sessionmaker() as session:
+            session.execute(text("SELECT 1"))
+        return True
+    except Exception:
+        return False
+
+
+async def health(request: Request) -> JSONResponse:
+    """200 when the database answers; `ray` is null when jobs are disabled."""
+    database = await asyncio.to_thread(_database_ok, request)
+    jobs = getattr(request.app.state, "jobs", None)
+    ray: bool | None = None
+    if jobs is not None:
+        try:
+            ray = bool(await _maybe_await(jobs.healthy()))
+        except Exception:
+            ray = False
+    ok = database and ray is not False
+    body = {"status": "ok" if ok else "degraded", "database": database, "ray": ray}
+    return JSONResponse(body, status_code=200 if database else 503)
+
+
+router.add_api_route("/health", health, methods=["GET"], include_in_schema=False)
+api_router.add_api_route("/health", health, methods=["GET"])
+
+
+@api_router.get("/cluster")
+async def cluster(request: Request) -> Any:
+    """Ray resources and running jobs, from the jobs runtime."""
+    jobs = getattr(request.app.state, "jobs", None)
+    if jobs is None:
+        raise Unavailable("jobs are disabled on this service (ROLLOUT_JOBS_ENABLED=false)")
+    return await _maybe_await(jobs.cluster_info())

@@ -1,0 +1,93 @@
+"""ORM rows of the experiments domain: experiments, their tags, lifecycle events and logs."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Double, Enum, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from app.core.db import Base, UTCDateTime, utcnow
+from app.experiments.lifecycle import ExperimentStatus
+
+
+class Experiment(Base):
+    __tablename__ = "experiments"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(200))
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[ExperimentStatus] = mapped_column(
+        Enum(
+            ExperimentStatus,
+            native_enum=False,
+            create_constraint=False,
+            length=16,
+            values_callable=lambda e: [m.value for m in e],
+        ),
+        index=True,
+    )
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    ray_job_id: Mapped[str | None] = mapped_column(String(128))
+    job_token_hash: Mapped[str | None] = mapped_column(String(64))
+    error: Mapped[str | None] = mapped_column(Text)
+    log_tail: Mapped[str | None] = mapped_column(Text)
+    # Latest / best values of the metrics the list page shows, kept current by ingest.
+    env_steps: Mapped[int | None] = mapped_column(BigInteger)
+    elapsed_s: Mapped[float | None] = mapped_column(Double)
+    episode_return_mean: Mapped[float | None] = mapped_column(Double)
+    best_return: Mapped[float | None] = mapped_column(Double)
+    # Lineage: a resumed experiment starts from a checkpoint of another one; a fork copies one.
+    parent_id: Mapped[int | None] = mapped_column(Integer)
+    resume_from_checkpoint_id: Mapped[int | None] = mapped_column(Integer)
+
+    tags: Mapped[list[ExperimentTag]] = relationship(
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        lazy="selectin",
+        order_by="ExperimentTag.tag",
+    )
+
+    @property
+    def tag_names(self) -> list[str]:
+        return [t.tag for t in self.tags]
+
+
+class ExperimentTag(Base):
+    __tablename__ = "experiment_tags"
+
+    experiment_id: Mapped[int] = mapped_column(
+        ForeignKey("experiments.id", ondelete="CASCADE"), primary_key=True
+    )
+    tag: Mapped[str] = mapped_column(String(64), primary_key=True, index=True)
+
+
+class ExperimentEvent(Base):
+    """One lifecycle transition with its reason (the status timeline)."""
+
+    __tablename__ = "experiment_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    experiment_id: Mapped[int] = mapped_column(
+        ForeignKey("experiments.id", ondelete="CASCADE"), index=True
+    )
+    from_status: Mapped[str | None] = mapped_column(String(16))
+    to_status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class LogLine(Base):
+    """A progress line from a job, for the dashboard's log tail."""
+
+    __tablename__ = "log_lines"
+    __table_args__ = (Index("ix_log_lines_experiment_id_id", "experiment_id", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"))
+    at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    line: Mapped[str] = mapped_column(Text)

@@ -1,0 +1,203 @@
+"""HTTP endpoints of the experiments domain (user side and job side)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query, Response, status
+from sqlalchemy.orm import Session
+
+from app.checkpoints.storage import remove_experiment_dir
+from app.core.auth import JobTokenDep, require_api_token
+from app.core.db import run_in_transaction
+from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
+from app.experiments import service
+from app.experiments.lifecycle import ExperimentStatus
+from app.experiments.models import Experiment
+from app.experiments.progress import to_public
+from app.experiments.schemas import (
+    EventPublic,
+    ExperimentCreate,
+    ExperimentDetail,
+    ExperimentFork,
+    ExperimentPage,
+    ExperimentPublic,
+    JobExperiment,
+    LogsPublic,
+)
+from trainer.wire import LogLines, StatusReport
+
+router = APIRouter(
+    prefix="/experiments", tags=["experiments"], dependencies=[Depends(require_api_token)]
+)
+job_router = APIRouter(prefix="/jobs/experiments", tags=["jobs"])
+
+ExperimentId = Annotated[int, Path(description="Experiment id.")]
+
+
+def get_experiment(experiment_id: ExperimentId, session: SessionDep) -> Experiment:
+    return service.get(session, experiment_id)
+
+
+ExperimentDep = Annotated[Experiment, Depends(get_experiment)]
+
+
+def _detail(session: Session, exp: Experiment) -> ExperimentDetail:
+    events = [
+        EventPublic(from_status=e.from_status, to_status=e.to_status, reason=e.reason, at=e.at)
+        for e in service.events(session, exp.id)
+    ]
+    return ExperimentDetail(**to_public(exp).model_dump(), events=events)
+
+
+async def _create_then_launch(
+    sessionmaker: SessionMakerDep, jobs: JobsDep, fn, *args
+) -> ExperimentDetail:
+    def work(session: Session) -> ExperimentDetail:
+        return _detail(session, fn(session, *args))
+
+    detail = await asyncio.to_thread(run_in_transaction, sessionmaker, work)
+    if jobs is not None:
+        await jobs.on_created(detail.id)
+    return detail
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=ExperimentDetail)
+async def create_experiment(
+    body: ExperimentCreate, sessionmaker: SessionMakerDep, jobs: JobsDep
+) -> ExperimentDetail:
+    """Validate and store an experiment, then hand it to the jobs runtime (if enabled)."""
+    return await _create_then_launch(sessionmaker, jobs, service.create, body)
+
+
+@router.get("", response_model=ExperimentPage)
+def list_experiments(
+    session: SessionDep,
+    status_: Annotated[list[ExperimentStatus] | None, Query(alias="status")] = None,
+    tag: str | None = None,
+    name: Annotated[str | None, Query(description="Substring of the name.")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: str | None = None,
+) -> ExperimentPage:
+    """Newest first, filtered by status (repeatable or comma-separated), tag, name."""
+    items, next_cursor = service.list_experiments(
+        session, status=status_, tag=tag, name=name, limit=limit, cursor=cursor
+    )
+    return ExperimentPage(items=[to_public(e) for e in items], next_cursor=next_cursor)
+
+
+@router.get("/{experiment_id}", response_model=ExperimentDetail)
+def get_experiment_detail(exp: ExperimentDep, session: SessionDep) -> ExperimentDetail:
+    return _detail(session, exp)
+
+
+@router.get("/{experiment_id}/events", response_model=list[EventPublic])
+def list_events(experiment_id: ExperimentId, session: SessionDep) -> list[EventPublic]:
+    return [
+        EventPublic(from_status=e.from_status, to_status=e.to_status, reason=e.reason, at=e.at)
+        for e in service.events(session, experiment_id)
+    ]
+
+
+@router.post("/{experiment_id}/stop", response_model=ExperimentPublic)
+async def stop_experiment(
+    experiment_id: ExperimentId, sessionmaker: SessionMakerDep, jobs: JobsDep
+) -> ExperimentPublic:
+    """Pending / queued: stopped at once. Running: `stopping` until its job has stopped."""
+
+    def work(session: Session) -> ExperimentPublic:
+        return to_public(service.request_stop(session, experiment_id))
+
+    exp = await asyncio.to_thread(run_in_transaction, sessionmaker, work)
+    if jobs is not None and exp.status == ExperimentStatus.stopping:
+        await jobs.request_stop(experiment_id)
+    return exp
+
+
+@router.delete("/{experiment_id}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_experiment(
+    experiment_id: ExperimentId, session: SessionDep, settings: SettingsDep
+) -> Response:
+    """Finished experiments only: removes metrics, events, logs and checkpoint files."""
+    service.delete_experiment(session, experiment_id)
+    session.commit()
+    remove_experiment_dir(settings.checkpoints_dir, experiment_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post(
+    "/{experiment_id}/resume", status_code=status.HTTP_201_CREATED, response_model=ExperimentDetail
+)
+async def resume_experiment(
+    experiment_id: ExperimentId, sessionmaker: SessionMakerDep, jobs: JobsDep
+) -> ExperimentDetail:
+    """A new experiment that continues from this one's latest checkpoint."""
+    return await _create_then_launch(sessionmaker, jobs, service.resume, experiment_id)
+
+
+@router.post(
+    "/{experiment_id}/fork", status_code=status.HTTP_201_CREATED, response_model=ExperimentDetail
+)
+async def fork_experiment(
+    experiment_id: ExperimentId,
+    body: ExperimentFork,
+    sessionmaker: SessionMakerDep,
+    jobs: JobsDep,
+) -> ExperimentDetail:
+    """A new experiment with this one's config and the given overrides."""
+    return await _create_then_launch(sessionmaker, jobs, service.fork, experiment_id, body)
+
+
+@router.get("/{experiment_id}/logs", response_model=LogsPublic)
+def get_logs(
+    experiment_id: ExperimentId,
+    session: SessionDep,
+    tail: Annotated[int, Query(ge=1, le=service.LOG_TAIL_MAX_LINES)] = 200,
+) -> LogsPublic:
+    return LogsPublic(lines=service.tail_logs(session, experiment_id, tail))
+
+
+# --- job side ------------------------------------------------------------------------------------
+
+
+@job_router.get("/{experiment_id}", response_model=JobExperiment)
+def job_get_experiment(
+    experiment_id: ExperimentId, token: JobTokenDep, session: SessionDep
+) -> JobExperiment:
+    """The config a job runs (and the checkpoint it resumes from, if any)."""
+    exp = service.authorize_job(session, experiment_id, token)
+    return JobExperiment(
+        experiment_id=exp.id,
+        name=exp.name,
+        config=exp.config,
+        resume_from_checkpoint_id=exp.resume_from_checkpoint_id,
+    )
+
+
+@job_router.post("/{experiment_id}/status", response_model=ExperimentPublic)
+def job_report_status(
+    experiment_id: ExperimentId, body: StatusReport, token: JobTokenDep, session: SessionDep
+) -> ExperimentPublic:
+    """Idempotent: reporting the status the experiment already has changes nothing.
+
+    `running` while a stop is in flight (`stopping`) is accepted and ignored: the stop wins.
+    """
+    exp = service.authorize_job(session, experiment_id, token)
+    if not (body.status == "running" and exp.status == ExperimentStatus.stopping):
+        reason = body.reason or f"reported by job: {body.status}"
+        exp = service.transition(
+            session, experiment_id, body.status, reason, error=body.error, log_tail=body.log_tail
+        )
+    session.commit()
+    return to_public(exp)
+
+
+@job_router.post("/{experiment_id}/logs")
+def job_append_logs(
+    experiment_id: ExperimentId, body: LogLines, token: JobTokenDep, session: SessionDep
+) -> dict[str, int]:
+    service.authorize_job(session, experiment_id, token)
+    count = service.append_logs(session, experiment_id, body.lines)
+    session.commit()
+    return {"lines": count}

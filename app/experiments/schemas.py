@@ -1,0 +1,92 @@
+"""Wire models of the experiments API (kept apart from the ORM rows)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from app.experiments.lifecycle import ExperimentStatus
+
+
+class ExperimentCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200)
+    config: dict[str, Any] = Field(
+        default_factory=dict, description="A PPOConfig as JSON; omitted fields take defaults."
+    )
+    tags: list[str] = Field(default_factory=list, max_length=32)
+
+    @field_validator("tags")
+    @classmethod
+    def _clean_tags(cls, tags: list[str]) -> list[str]:
+        cleaned = sorted({t.strip() for t in tags})
+        for tag in cleaned:
+            if not tag or len(tag) > 64:
+                raise ValueError("tags must be 1-64 characters long")
+        return cleaned
+
+
+class ExperimentFork(BaseModel):
+    """A new experiment from another's config, with some fields changed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    overrides: dict[str, Any] = Field(
+        default_factory=dict, description="Merged into the source config (nested dicts merge)."
+    )
+    tags: list[str] | None = None
+
+
+class EventPublic(BaseModel):
+    from_status: ExperimentStatus | None
+    to_status: ExperimentStatus
+    reason: str
+    at: dt.datetime
+
+
+class ExperimentPublic(BaseModel):
+    id: int
+    name: str
+    tags: list[str]
+    config: dict[str, Any]
+    status: ExperimentStatus
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    progress: float = Field(ge=0.0, le=1.0, description="Fraction of the stop criterion reached.")
+    env_steps: int | None
+    episode_return_mean: float | None
+    best_return: float | None
+    error: str | None
+    log_tail: str | None
+    ray_job_id: str | None
+    parent_id: int | None
+    resume_from_checkpoint_id: int | None
+
+
+class ExperimentDetail(ExperimentPublic):
+    events: list[EventPublic]
+
+
+class ExperimentPage(BaseModel):
+    items: list[ExperimentPublic]
+    next_cursor: str | None = Field(description="Pass as ?cursor= for the next (older) page.")
+
+
+class LogsPublic(BaseModel):
+    lines: list[str]
+
+
+class JobExperiment(BaseModel):
+    """What a job needs to run its experiment."""
+
+    experiment_id: int
+    name: str
+    config: dict[str, Any]
+    resume_from_checkpoint_id: int | None = Field(
+        description="Download it from .../jobs/experiments/{id}/resume_checkpoint when set."
+    )

@@ -1,0 +1,346 @@
+"""Experiments: create, query, lifecycle transitions, job tokens, logs, delete, resume, fork.
+
+Every function takes a SQLAlchemy session (its caller owns the transaction) and raises domain
+errors from app.core.errors. Status changes go through `transition`, which records an event
+and publishes the change to live subscribers once the transaction commits.
+
+The jobs domain plugs in through `JobsControl`: the API calls `on_created` after a create and
+`request_stop` after a stop request. When jobs are disabled there is no JobsControl at all and
+created experiments simply stay `pending`.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+from sqlalchemy import delete, exists, select
+from sqlalchemy.orm import Session
+
+from app.core.auth import hash_token, new_token, token_matches
+from app.core.db import publish_after_commit, utcnow
+from app.core.errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotFound
+from app.experiments.lifecycle import ExperimentStatus, can_transition
+from app.experiments.models import Experiment, ExperimentEvent, ExperimentTag, LogLine
+from app.experiments.progress import to_public
+from app.experiments.schemas import ExperimentCreate, ExperimentFork
+from app.live.topics import ALL_EXPERIMENTS, experiment_topic
+from trainer.config import PPOConfig
+
+S = ExperimentStatus
+LOG_TAIL_MAX_LINES = 2000
+
+
+class JobsControl(Protocol):
+    """What the experiments API asks of the jobs runtime (app.jobs.runtime.JobsRuntime)."""
+
+    async def on_created(self, experiment_id: int) -> None:
+        """A new pending experiment exists: queue / launch it."""
+
+    async def request_stop(self, experiment_id: int) -> None:
+        """The experiment is `stopping`: stop its Ray job (the job reports `stopped`)."""
+
+
+# --- config -----------------------------------------------------------------------------------
+
+
+def validate_config(raw: dict[str, Any]) -> PPOConfig:
+    """Validate a config; every bad field is named as `config.<path>` in the 422."""
+    try:
+        return PPOConfig.model_validate(raw)
+    except ValidationError as exc:
+        fields = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"])
+            msg = err["msg"].removeprefix("Value error, ")
+            fields.append({"field": f"config.{loc}" if loc else "config", "message": msg})
+        raise InvalidInput("the experiment config is invalid", fields=fields) from None
+
+
+# --- queries ----------------------------------------------------------------------------------
+
+
+def get(session: Session, experiment_id: int, *, lock: bool = False) -> Experiment:
+    stmt = select(Experiment).where(Experiment.id == experiment_id)
+    if lock:
+        stmt = stmt.with_for_update()
+    exp = session.scalars(stmt).one_or_none()
+    if exp is None:
+        raise NotFound(f"experiment {experiment_id} does not exist")
+    return exp
+
+
+def list_experiments(
+    session: Session,
+    *,
+    status: list[ExperimentStatus] | None = None,
+    tag: str | None = None,
+    name: str | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
+) -> tuple[list[Experiment], str | None]:
+    """Newest first; the cursor is the id of the last item of the previous page."""
+    stmt = select(Experiment).order_by(Experiment.id.desc()).limit(limit + 1)
+    if status:
+        stmt = stmt.where(Experiment.status.in_(status))
+    if tag:
+        stmt = stmt.where(
+            exists().where(ExperimentTag.experiment_id == Experiment.id, ExperimentTag.tag == tag)
+        )
+    if name:
+        escaped = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        stmt = stmt.where(Experiment.name.ilike(f"%{escaped}%", escape="\\"))
+    if cursor:
+        try:
+            before = int(cursor)
+        except ValueError:
+            raise InvalidInput(
+                "invalid cursor", fields=[{"field": "cursor", "message": "not a cursor"}]
+            ) from None
+        stmt = stmt.where(Experiment.id < before)
+    rows = list(session.scalars(stmt))
+    next_cursor = str(rows[limit - 1].id) if len(rows) > limit else None
+    return rows[:limit], next_cursor
+
+
+def events(session: Session, experiment_id: int) -> list[ExperimentEvent]:
+    get(session, experiment_id)
+    stmt = (
+        select(ExperimentEvent)
+        .where(ExperimentEvent.experiment_id == experiment_id)
+        .order_by(ExperimentEvent.id)
+    )
+    return list(session.scalars(stmt))
+
+
+# --- create / lifecycle -------------------------------------------------------------------------
+
+
+def create(
+    session: Session,
+    data: ExperimentCreate,
+    *,
+    parent_id: int | None = None,
+    resume_from_checkpoint_id: int | None = None,
+    reason: str = "created",
+) -> Experiment:
+    config = validate_config(data.config)
+    exp = Experiment(
+        name=data.name,
+        config=config.to_json_dict(),
+        status=S.pending,
+        parent_id=parent_id,
+        resume_from_checkpoint_id=resume_from_checkpoint_id,
+        tags=[ExperimentTag(tag=t) for t in data.tags],
+    )
+    session.add(exp)
+    session.flush()
+    _record(session, exp, None, S.pending, reason)
+    return exp
+
+
+def transition(
+    session: Session,
+    experiment_id: int,
+    to: ExperimentStatus | str,
+    reason: str,
+    error: str | None = None,
+    log_tail: str | None = None,
+) -> Experiment:
+    """Move an experiment to `to`, record the event and publish it after commit.
+
+    Moving to the status it already has changes nothing (retries are harmless); a move the
+    state machine forbids raises IllegalTransition.
+    """
+    target = ExperimentStatus(to)
+    exp = get(session, experiment_id, lock=True)
+    if exp.status == target:
+        return exp
+    if not can_transition(exp.status, target):
+        raise IllegalTransition(
+            f"experiment {experiment_id} cannot go from {exp.status.value} to {target.value}"
+        )
+    previous = exp.status
+    now = utcnow()
+    exp.status = target
+    exp.updated_at = now
+    if target == S.running and exp.started_at is None:
+        exp.started_at = now
+    if target.is_finished:
+        exp.finished_at = now
+    if error is not None:
+        exp.error = error
+    if log_tail is not None:
+        exp.log_tail = log_tail
+    _record(session, exp, previous, target, reason)
+    return exp
+
+
+def _record(
+    session: Session,
+    exp: Experiment,
+    previous: ExperimentStatus | None,
+    target: ExperimentStatus,
+    reason: str,
+) -> None:
+    event = ExperimentEvent(
+        experiment_id=exp.id,
+        from_status=previous.value if previous else None,
+        to_status=target.value,
+        reason=reason,
+        at=utcnow(),
+    )
+    session.add(event)
+    session.flush()
+    publish_after_commit(
+        session,
+        experiment_topic(exp.id),
+        {
+            "type": "status",
+            "experiment_id": exp.id,
+            "status": target.value,
+            "from_status": event.from_status,
+            "reason": reason,
+            "at": event.at.isoformat(),
+            "error": exp.error,
+        },
+    )
+    announce(session, exp)
+
+
+def announce(session: Session, exp: Experiment) -> None:
+    """Tell list-page subscribers the experiment's current summary (after commit)."""
+    publish_after_commit(
+        session,
+        ALL_EXPERIMENTS,
+        {"type": "experiment", "experiment": to_public(exp).model_dump(mode="json")},
+    )
+
+
+def set_ray_job_id(session: Session, experiment_id: int, ray_job_id: str) -> Experiment:
+    exp = get(session, experiment_id, lock=True)
+    exp.ray_job_id = ray_job_id
+    exp.updated_at = utcnow()
+    return exp
+
+
+def request_stop(session: Session, experiment_id: int) -> Experiment:
+    """Stop at once before start; a running experiment goes to `stopping` for its job."""
+    exp = get(session, experiment_id, lock=True)
+    if exp.status in (S.pending, S.queued):
+        return transition(session, experiment_id, S.stopped, "stopped by user before start")
+    if exp.status == S.running:
+        return transition(session, experiment_id, S.stopping, "stop requested by user")
+    if exp.status == S.stopping:
+        return exp
+    raise Conflict(f"experiment {experiment_id} already ended ({exp.status.value})")
+
+
+# --- job tokens ---------------------------------------------------------------------------------
+
+
+def issue_job_token(session: Session, experiment_id: int) -> str:
+    """A fresh token for the experiment's job; replaces any earlier one. Only its hash is kept."""
+    exp = get(session, experiment_id, lock=True)
+    token = new_token()
+    exp.job_token_hash = hash_token(token)
+    return token
+
+
+def authorize_job(session: Session, experiment_id: int, token: str) -> Experiment:
+    """The experiment, if `token` is its job token; Forbidden otherwise (incl. other jobs')."""
+    exp = get(session, experiment_id)
+    if not token_matches(token, exp.job_token_hash):
+        raise Forbidden(f"this token may not write to experiment {experiment_id}")
+    return exp
+
+
+# --- logs ---------------------------------------------------------------------------------------
+
+
+def append_logs(session: Session, experiment_id: int, lines: list[str]) -> int:
+    now = utcnow()
+    session.add_all(LogLine(experiment_id=experiment_id, at=now, line=line) for line in lines)
+    if lines:
+        publish_after_commit(
+            session,
+            experiment_topic(experiment_id),
+            {"type": "log", "experiment_id": experiment_id, "lines": lines},
+        )
+    return len(lines)
+
+
+def tail_logs(session: Session, experiment_id: int, tail: int) -> list[str]:
+    get(session, experiment_id)
+    stmt = (
+        select(LogLine.line)
+        .where(LogLine.experiment_id == experiment_id)
+        .order_by(LogLine.id.desc())
+        .limit(min(tail, LOG_TAIL_MAX_LINES))
+    )
+    return list(reversed(session.scalars(stmt).all()))
+
+
+# --- delete / resume / fork ---------------------------------------------------------------------
+
+
+def delete_experiment(session: Session, experiment_id: int) -> Experiment:
+    """Delete a finished experiment's rows (checkpoint files are the caller's to remove)."""
+    from app.checkpoints.models import Checkpoint
+    from app.metrics.models import MetricPoint
+
+    exp = get(session, experiment_id, lock=True)
+    if not exp.status.is_finished:
+        raise Conflict(
+            f"experiment {experiment_id} is {exp.status.value}; stop it before deleting it"
+        )
+    for model in (MetricPoint, LogLine, ExperimentEvent, Checkpoint, ExperimentTag):
+        session.execute(delete(model).where(model.experiment_id == experiment_id))
+    session.delete(exp)
+    publish_after_commit(
+        session, ALL_EXPERIMENTS, {"type": "deleted", "experiment_id": experiment_id}
+    )
+    return exp
+
+
+def resume(session: Session, experiment_id: int) -> Experiment:
+    """A new experiment that continues from the latest checkpoint of this one."""
+    from app.checkpoints.service import latest_checkpoint
+
+    source = get(session, experiment_id)
+    checkpoint = latest_checkpoint(session, experiment_id)
+    if checkpoint is None:
+        raise Conflict(f"experiment {experiment_id} has no checkpoint to resume from")
+    data = ExperimentCreate(
+        name=f"{source.name} (resumed)"[:200], config=source.config, tags=source.tag_names
+    )
+    return create(
+        session,
+        data,
+        parent_id=source.id,
+        resume_from_checkpoint_id=checkpoint.id,
+        reason=f"resumed from checkpoint {checkpoint.id} (iteration {checkpoint.iteration}) "
+        f"of experiment {source.id}",
+    )
+
+
+def fork(session: Session, experiment_id: int, request: ExperimentFork) -> Experiment:
+    """A new experiment with the source's config and `overrides` merged in."""
+    source = get(session, experiment_id)
+    config = deep_merge(source.config, request.overrides)
+    tags = source.tag_names if request.tags is None else request.tags
+    data = ExperimentCreate(
+        name=request.name or f"{source.name} (fork)"[:200], config=config, tags=tags
+    )
+    return create(session, data, parent_id=source.id, reason=f"forked from {source.id}")
+
+
+def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged

@@ -1,0 +1,92 @@
+"""The in-process live hub: fans messages out to websocket subscribers by topic.
+
+`publish` is thread-safe and never blocks: handlers running in FastAPI's thread pool (and
+sessions committing there) hand messages to the event loop with `call_soon_threadsafe`, so a
+metric ingested reaches a connected client without any polling. Each subscriber has a bounded
+queue; one that falls too far behind is told so (`Lagged`) and its websocket closes, and the
+client reconnects with `since_step` to catch up from the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from typing import Any
+
+_LAGGED = object()
+
+
+class Lagged(Exception):
+    """The subscriber's queue overflowed; messages were dropped."""
+
+
+class Subscription:
+    def __init__(self, max_queue: int) -> None:
+        self._queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=max_queue + 1)
+        self._max = max_queue
+        self.lagged = False
+
+    def _offer(self, message: dict[str, Any]) -> None:
+        if self.lagged:
+            return
+        if self._queue.qsize() >= self._max:
+            self.lagged = True
+            self._queue.put_nowait(_LAGGED)
+            return
+        self._queue.put_nowait(message)
+
+    async def get(self) -> dict[str, Any]:
+        item = await self._queue.get()
+        if item is _LAGGED:
+            raise Lagged("subscriber fell behind")
+        return item
+
+
+class LiveHub:
+    def __init__(self, max_queue: int = 10_000) -> None:
+        self._max_queue = max_queue
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._subscribers: dict[str, set[Subscription]] = defaultdict(set)
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+
+    async def stop(self) -> None:
+        self._loop = None
+
+    def publish(self, topic: str, message: dict[str, Any]) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._deliver(topic, message)
+        else:
+            loop.call_soon_threadsafe(self._deliver, topic, message)
+
+    def _deliver(self, topic: str, message: dict[str, Any]) -> None:
+        for subscription in tuple(self._subscribers.get(topic, ())):
+            subscription._offer(message)
+
+    def subscriber_count(self, topic: str) -> int:
+        return len(self._subscribers.get(topic, ()))
+
+    @contextlib.asynccontextmanager
+    async def subscribe(self, *topics: str) -> AsyncIterator[Subscription]:
+        subscription = Subscription(self._max_queue)
+        for topic in topics:
+            self._subscribers[topic].add(subscription)
+        try:
+            yield subscription
+        finally:
+            for topic in topics:
+                subs = self._subscribers.get(topic)
+                if subs is not None:
+                    subs.discard(subscription)
+                    if not subs:
+                        del self._subscribers[topic]

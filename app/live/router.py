@@ -1,0 +1,149 @@
+"""Websocket endpoints: one experiment's backlog + live messages, and list-page updates."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.auth import check_api_token, websocket_token
+from app.core.errors import NotFound, RolloutError
+from app.experiments import service as experiments
+from app.experiments.progress import to_public
+from app.live.hub import Lagged, LiveHub, Subscription
+from app.live.topics import ALL_EXPERIMENTS, columnar, experiment_topic, metrics_message
+from app.metrics.models import MetricPoint
+
+router = APIRouter(tags=["live"])
+
+BACKLOG_MAX_POINTS = 200_000
+BACKLOG_STEPS_PER_MESSAGE = 500
+BACKLOG_LOG_LINES = 100
+POLICY_VIOLATION = 1008
+TRY_AGAIN_LATER = 1013
+
+
+async def _authorized(websocket: WebSocket) -> bool:
+    try:
+        check_api_token(websocket.app.state.settings, websocket_token(websocket))
+    except RolloutError:
+        await websocket.close(code=POLICY_VIOLATION, reason="an API token is required")
+        return False
+    return True
+
+
+def _backlog(session: Session, experiment_id: int, since_step: int) -> list[dict[str, Any]]:
+    """Metrics after `since_step` (columnar, in chunks), then the status, then recent logs."""
+    exp = experiments.get(session, experiment_id)
+    rows = session.execute(
+        select(MetricPoint.step, MetricPoint.name, MetricPoint.value)
+        .where(MetricPoint.experiment_id == experiment_id, MetricPoint.step > since_step)
+        .order_by(MetricPoint.step.desc())
+        .limit(BACKLOG_MAX_POINTS)
+    ).all()
+    steps, series = columnar([tuple(r) for r in rows])
+    messages: list[dict[str, Any]] = []
+    for start in range(0, len(steps), BACKLOG_STEPS_PER_MESSAGE):
+        end = start + BACKLOG_STEPS_PER_MESSAGE
+        chunk = {name: column[start:end] for name, column in series.items()}
+        messages.append(metrics_message(experiment_id, steps[start:end], chunk))
+    public = to_public(exp).model_dump(mode="json")
+    messages.append(
+        {
+            "type": "status",
+            "experiment_id": experiment_id,
+            "status": exp.status.value,
+            "from_status": None,
+            "reason": "current status",
+            "at": exp.updated_at.isoformat(),
+            "error": exp.error,
+            "experiment": public,
+        }
+    )
+    lines = experiments.tail_logs(session, experiment_id, BACKLOG_LOG_LINES)
+    if lines:
+        messages.append({"type": "log", "experiment_id": experiment_id, "lines": lines})
+    return messages
+
+
+def _load_backlog(websocket: WebSocket, experiment_id: int, since: int) -> list[dict[str, Any]]:
+    with websocket.app.state.sessionmaker() as session:
+        return _backlog(session, experiment_id, since)
+
+
+def _drop_seen_steps(message: dict[str, Any], last_step: int) -> dict[str, Any] | None:
+    """Live metrics already covered by the backlog (published while it was read) are dropped."""
+    if message.get("type") != "metrics" or not message["step"] or message["step"][0] > last_step:
+        return message
+    keep = [i for i, s in enumerate(message["step"]) if s > last_step]
+    if not keep:
+        return None
+    series = {n: [col[i] for i in keep] for n, col in message["series"].items()}
+    return metrics_message(message["experiment_id"], [message["step"][i] for i in keep], series)
+
+
+async def _pump(websocket: WebSocket, subscription: Subscription, last_step: int) -> None:
+    """Forward live messages until the client leaves; close with 1013 when it lags."""
+
+    async def forward() -> None:
+        while True:
+            message = _drop_seen_steps(await subscription.get(), last_step)
+            if message is not None:
+                await websocket.send_json(message)
+
+    async def watch_disconnect() -> None:
+        while True:
+            if (await websocket.receive())["type"] == "websocket.disconnect":
+                return
+
+    tasks = [asyncio.create_task(forward()), asyncio.create_task(watch_disconnect())]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            exc = task.exception()
+            if isinstance(exc, Lagged):
+                await websocket.close(code=TRY_AGAIN_LATER, reason="too slow; reconnect")
+            elif exc is not None and not isinstance(exc, WebSocketDisconnect):
+                raise exc
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+
+
+@router.websocket("/experiments/{experiment_id}/stream")
+async def experiment_stream(websocket: WebSocket, experiment_id: int, since_step: int = -1) -> None:
+    """Backlog after `since_step` (metrics, status, recent logs), then live messages."""
+    if not await _authorized(websocket):
+        return
+    hub: LiveHub = websocket.app.state.hub
+    async with hub.subscribe(experiment_topic(experiment_id)) as subscription:
+        try:
+            backlog = await asyncio.to_thread(_load_backlog, websocket, experiment_id, since_step)
+        except NotFound as exc:
+            await websocket.close(code=POLICY_VIOLATION, reason=exc.message[:120])
+            return
+        await websocket.accept()
+        last_step = since_step
+        for message in backlog:
+            if message["type"] == "metrics":
+                last_step = max(last_step, message["step"][-1])
+            await websocket.send_json(message)
+        await _pump(websocket, subscription, last_step)
+
+
+@router.websocket("/stream")
+async def experiments_stream(websocket: WebSocket) -> None:
+    """List-page updates: `experiment` summaries on every status / progress change, `deleted`."""
+    if not await _authorized(websocket):
+        return
+    hub: LiveHub = websocket.app.state.hub
+    async with hub.subscribe(ALL_EXPERIMENTS) as subscription:
+        await websocket.accept()
+        await _pump(websocket, subscription, last_step=-1)

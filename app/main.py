@@ -1,0 +1,110 @@
+"""The FastAPI application factory.
+
+Nothing is built at import time: `create_app(settings)` wires routers, and its lifespan builds
+the engine, migrates the database to head, starts the live hub and (when jobs are enabled) the
+jobs runtime, and tears them down in reverse order. Tests build as many isolated apps as they
+like. This module and the routers it imports never import torch, gymnasium or Ray.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import APIRouter, FastAPI
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+
+from app.checkpoints.router import job_router as checkpoints_jobs
+from app.checkpoints.router import router as checkpoints
+from app.core import system
+from app.core.config import Settings
+from app.core.db import PROJECT_ROOT, make_engine, make_sessionmaker, migrate
+from app.core.errors import NotFound, install_error_handlers
+from app.experiments.router import job_router as experiments_jobs
+from app.experiments.router import router as experiments
+from app.live.hub import LiveHub
+from app.live.router import router as live
+from app.metrics.router import job_router as metrics_jobs
+from app.metrics.router import router as metrics
+
+API_PREFIX = "/api/v1"
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        settings.checkpoints_dir.mkdir(parents=True, exist_ok=True)
+        engine = make_engine(settings.resolved_database_url)
+        await asyncio.to_thread(migrate, engine)
+        hub = LiveHub()
+        await hub.start()
+        sessionmaker = make_sessionmaker(engine, hub)
+        app.state.engine = engine
+        app.state.hub = hub
+        app.state.sessionmaker = sessionmaker
+        app.state.jobs = None
+        runtime = None
+        try:
+            if settings.jobs_enabled:
+                from app.jobs.runtime import JobsRuntime
+
+                runtime = JobsRuntime(settings, sessionmaker, hub)
+                await runtime.start()
+                app.state.jobs = runtime
+            yield
+        finally:
+            if runtime is not None:
+                await runtime.stop()
+            await hub.stop()
+            engine.dispose()
+
+    app = FastAPI(
+        title="Rollout",
+        version="0.1.0",
+        description="Run and watch PPO experiments on Ray.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    install_error_handlers(app)
+
+    api = APIRouter(prefix=API_PREFIX)
+    for router in (
+        experiments,
+        metrics,
+        checkpoints,
+        experiments_jobs,
+        metrics_jobs,
+        checkpoints_jobs,
+        live,
+        system.api_router,
+    ):
+        api.include_router(router)
+    app.include_router(api)
+    app.include_router(system.router)
+    _serve_frontend(app, settings.frontend_dir or PROJECT_ROOT / "frontend" / "dist")
+    return app
+
+
+def _serve_frontend(app: FastAPI, dist: Path) -> None:
+    """Serve the built dashboard at / with index.html for client-side routes."""
+    index = dist / "index.html"
+    if not index.is_file():
+        return
+    if (dist / "assets").is_dir():
+        app.mount("/assets", StaticFiles(directory=dist / "assets"), name="assets")
+    root = dist.resolve()
+
+    @app.get("/{path:path}", include_in_schema=False)
+    async def frontend(path: str) -> FileResponse:
+        if path.startswith(API_PREFIX.strip("/") + "/") or path == API_PREFIX.strip("/"):
+            raise NotFound(f"no API route /{path}")
+        candidate = (root / path).resolve()
+        if path and candidate.is_file() and candidate.is_relative_to(root):
+            return FileResponse(candidate)
+        return FileResponse(index)

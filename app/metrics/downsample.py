@@ -1,0 +1,64 @@
+"""Spike-preserving downsampling in SQL: per step bucket keep the min and the max point.
+
+A long series is split into `max_points // 2` equal step buckets; each bucket contributes its
+lowest and its highest point (in step order), so a single spike survives any reduction. The
+bucketing runs in the database over the primary-key range of one series, so only the
+resulting points cross into Python.
+
+SQLite returns the row of the MIN()/MAX() for bare columns (one aggregate per query), so it
+takes two grouped scans; PostgreSQL takes one, comparing `ARRAY[value, step]` pairs.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+_RANGE = "experiment_id = :e AND name = :n AND step >= :lo AND step <= :hi"
+
+_SQLITE_MIN = f"""
+SELECT (step - :lo) / :w AS b, step, MIN(value) FROM metric_points
+WHERE {_RANGE} GROUP BY b
+"""
+_SQLITE_MAX = f"""
+SELECT (step - :lo) / :w AS b, step, MAX(value) FROM metric_points
+WHERE {_RANGE} GROUP BY b
+"""
+_POSTGRES = f"""
+SELECT MIN(ARRAY[value, step::float8]), MAX(ARRAY[value, step::float8]) FROM metric_points
+WHERE {_RANGE} GROUP BY (step - :lo) / :w
+"""
+
+
+def bucket_width(lo: int, hi: int, max_points: int) -> int:
+    buckets = max(1, max_points // 2)
+    return max(1, -(-(hi - lo + 1) // buckets))
+
+
+def min_max_points(
+    session: Session,
+    experiment_id: int,
+    name: str,
+    lo: int,
+    hi: int,
+    max_points: int,
+) -> tuple[list[int], list[float]]:
+    """The min and max point of each bucket of [lo, hi], in step order."""
+    params = {
+        "e": experiment_id,
+        "n": name,
+        "lo": lo,
+        "hi": hi,
+        "w": bucket_width(lo, hi, max_points),
+    }
+    points: dict[int, float] = {}
+    if session.get_bind().dialect.name == "postgresql":
+        for low, high in session.execute(text(_POSTGRES), params):
+            points[int(low[1])] = low[0]
+            points[int(high[1])] = high[0]
+    else:
+        for query in (_SQLITE_MIN, _SQLITE_MAX):
+            for _, step, value in session.execute(text(query), params):
+                points[step] = value
+    steps = sorted(points)
+    return steps, [points[s] for s in steps]

@@ -1,0 +1,63 @@
+"""HTTP endpoints of the metrics domain: job-side ingest and user-side queries."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+
+from app.core.auth import JobTokenDep, require_api_token
+from app.core.deps import SessionDep
+from app.experiments import service as experiments
+from app.metrics import service
+from app.metrics.schemas import IngestResult, MetricNames, SeriesResponse
+from trainer.wire import MetricsIngest
+
+router = APIRouter(
+    prefix="/experiments", tags=["metrics"], dependencies=[Depends(require_api_token)]
+)
+job_router = APIRouter(prefix="/jobs/experiments", tags=["jobs"])
+
+
+@router.get("/{experiment_id}/metrics", response_model=SeriesResponse)
+def get_metrics(
+    experiment_id: int,
+    session: SessionDep,
+    names: Annotated[str | None, Query(description="Comma-separated; default: all.")] = None,
+    max_points: Annotated[int | None, Query(ge=2, le=100_000)] = None,
+    step_min: int | None = None,
+    step_max: int | None = None,
+) -> SeriesResponse:
+    """Series keyed by env steps; longer than max_points -> min and max point per bucket."""
+    experiments.get(session, experiment_id)
+    wanted = [n for n in names.split(",") if n] if names else service.names(session, experiment_id)
+    out = SeriesResponse(series={})
+    for name in wanted:
+        series, reduced = service.series(
+            session,
+            experiment_id,
+            name,
+            max_points=max_points,
+            step_min=step_min,
+            step_max=step_max,
+        )
+        out.series[name] = series
+        out.downsampled[name] = reduced
+    return out
+
+
+@router.get("/{experiment_id}/metrics/names", response_model=MetricNames)
+def get_metric_names(experiment_id: int, session: SessionDep) -> MetricNames:
+    experiments.get(session, experiment_id)
+    return MetricNames(names=service.names(session, experiment_id))
+
+
+@job_router.post("/{experiment_id}/metrics", response_model=IngestResult)
+def ingest_metrics(
+    experiment_id: int, body: MetricsIngest, token: JobTokenDep, session: SessionDep
+) -> IngestResult:
+    """Idempotent upsert keyed by (experiment, step, name); pushed live after commit."""
+    exp = experiments.authorize_job(session, experiment_id, token)
+    result = service.ingest(session, exp, body.rows)
+    session.commit()
+    return result

@@ -1,0 +1,120 @@
+"""Metric ingest (idempotent upsert) and queries (with spike-preserving downsampling)."""
+
+from __future__ import annotations
+
+import math
+
+from sqlalchemy import func, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from app.core.db import publish_after_commit, utcnow
+from app.core.errors import InvalidInput
+from app.experiments.models import Experiment
+from app.experiments.service import announce
+from app.live.topics import columnar, experiment_topic, metrics_message
+from app.metrics.downsample import min_max_points
+from app.metrics.models import MetricPoint
+from app.metrics.schemas import IngestResult, Series
+from trainer.wire import MetricsRow
+
+RETURN_METRIC = "episode_return_mean"
+TIME_METRIC = "time_s"
+# SQLite allows 32766 bound parameters per statement; 4 per point.
+_CHUNK = 5000
+
+
+def flatten(rows: list[MetricsRow]) -> list[tuple[int, str, float]]:
+    """Rows -> (step, name, value) points; `time_s` becomes a series of its own."""
+    points: list[tuple[int, str, float]] = []
+    bad = []
+    for i, row in enumerate(rows):
+        values = dict(row.values)
+        values.setdefault(TIME_METRIC, row.time_s)
+        for name, value in values.items():
+            if not math.isfinite(value) or not name or len(name) > 128:
+                bad.append({"field": f"rows.{i}.values.{name}", "message": "not a finite value"})
+            else:
+                points.append((row.step, name, float(value)))
+    if bad:
+        raise InvalidInput("metric values must be finite numbers", fields=bad[:50])
+    return points
+
+
+def ingest(session: Session, exp: Experiment, rows: list[MetricsRow]) -> IngestResult:
+    """Upsert points keyed by (experiment, name, step): a retried batch never duplicates."""
+    points = flatten(rows)
+    if not points:
+        return IngestResult(rows=len(rows), points=0)
+    dialect = session.get_bind().dialect.name
+    insert = pg_insert if dialect == "postgresql" else sqlite_insert
+    for start in range(0, len(points), _CHUNK):
+        chunk = points[start : start + _CHUNK]
+        stmt = insert(MetricPoint).values(
+            [{"experiment_id": exp.id, "step": s, "name": n, "value": v} for s, n, v in chunk]
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["experiment_id", "name", "step"], set_={"value": stmt.excluded.value}
+        )
+        session.execute(stmt)
+    _update_summary(exp, rows)
+    steps, series = columnar(points)
+    publish_after_commit(session, experiment_topic(exp.id), metrics_message(exp.id, steps, series))
+    announce(session, exp)
+    return IngestResult(rows=len(rows), points=len(points))
+
+
+def _update_summary(exp: Experiment, rows: list[MetricsRow]) -> None:
+    """Keep the latest env steps / return / elapsed and the best return on the experiment row."""
+    latest = max(rows, key=lambda r: r.step)
+    if exp.env_steps is None or latest.step >= exp.env_steps:
+        exp.env_steps = latest.step
+        exp.elapsed_s = latest.time_s
+        if RETURN_METRIC in latest.values:
+            exp.episode_return_mean = latest.values[RETURN_METRIC]
+    returns = [r.values[RETURN_METRIC] for r in rows if RETURN_METRIC in r.values]
+    if returns:
+        best = max(returns)
+        exp.best_return = best if exp.best_return is None else max(exp.best_return, best)
+    exp.updated_at = utcnow()
+
+
+def names(session: Session, experiment_id: int) -> list[str]:
+    stmt = (
+        select(MetricPoint.name)
+        .where(MetricPoint.experiment_id == experiment_id)
+        .distinct()
+        .order_by(MetricPoint.name)
+    )
+    return list(session.scalars(stmt))
+
+
+def series(
+    session: Session,
+    experiment_id: int,
+    name: str,
+    *,
+    max_points: int | None,
+    step_min: int | None,
+    step_max: int | None,
+) -> tuple[Series, bool]:
+    """One series in [step_min, step_max]; min/max-bucketed when longer than max_points."""
+    where = [MetricPoint.experiment_id == experiment_id, MetricPoint.name == name]
+    if step_min is not None:
+        where.append(MetricPoint.step >= step_min)
+    if step_max is not None:
+        where.append(MetricPoint.step <= step_max)
+    if max_points is not None:
+        count, lo, hi = session.execute(
+            select(func.count(), func.min(MetricPoint.step), func.max(MetricPoint.step)).where(
+                *where
+            )
+        ).one()
+        if count > max_points:
+            steps, values = min_max_points(session, experiment_id, name, lo, hi, max_points)
+            return Series(step=steps, value=values), True
+    rows = session.execute(
+        select(MetricPoint.step, MetricPoint.value).where(*where).order_by(MetricPoint.step)
+    ).all()
+    return Series(step=[r[0] for r in rows], value=[r[1] for r in rows]), False
