@@ -115,6 +115,21 @@ def ppo_losses(
     return policy_loss, vf_loss, entropy, kl, clip_fraction
 
 
+def total_loss(
+    policy_loss: torch.Tensor,
+    vf_loss: torch.Tensor,
+    entropy: torch.Tensor,
+    kl: torch.Tensor,
+    config: PPOConfig,
+    kl_coeff: float,
+) -> torch.Tensor:
+    """The scalar that is differentiated; the KL term is left out entirely when kl_coeff is 0."""
+    loss = policy_loss + config.vf_loss_coeff * vf_loss - config.entropy_coeff * entropy
+    if kl_coeff > 0.0:
+        loss = loss + kl_coeff * kl
+    return loss
+
+
 class PPOLearner:
     """Holds the full PPOModule and its optimizer; `update()` is the whole learning step."""
 
@@ -213,7 +228,6 @@ class PPOLearner:
         dist_fns = self.module.dist
         params = [p for p in self.module.parameters()]
         max_norm = cfg.grad_clip if cfg.grad_clip is not None else float("inf")
-        use_kl = self.kl_coeff > 0.0
         sums = torch.zeros(6)
         n = len(batch)
         columns = [getattr(batch, f.name) for f in dataclasses.fields(batch)]  # no deep copy
@@ -228,9 +242,7 @@ class PPOLearner:
                 policy_loss, vf_loss, entropy, kl, clip_fraction = ppo_losses(
                     out, mb, cfg, dist_fns
                 )
-                loss = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
-                if use_kl:
-                    loss = loss + self.kl_coeff * kl
+                loss = total_loss(policy_loss, vf_loss, entropy, kl, cfg, self.kl_coeff)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 grad_norm = nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
