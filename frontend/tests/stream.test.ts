@@ -27,7 +27,7 @@ class FakeSocket implements SocketLike {
 function metrics(steps: number[], f: (s: number) => number): MetricsMessage {
   return {
     type: "metrics",
-    experiment_id: "e1",
+    experiment_id: 1,
     step: steps,
     series: { episode_return_mean: steps.map(f), kl: steps.map((s) => s / 1000) },
   };
@@ -123,7 +123,7 @@ describe("LiveStream + MetricStore resume", () => {
       socketFactory: (url) => (sock = new FakeSocket(url)),
     }).start();
     sock!.onmessage?.({ data: "{not json" });
-    sock!.onmessage?.({ data: JSON.stringify({ type: "log", experiment_id: "e", lines: ["x"] }) });
+    sock!.onmessage?.({ data: JSON.stringify({ type: "log", experiment_id: 1, lines: ["x"] }) });
     expect(got).toHaveLength(1);
     stream.close();
   });
@@ -140,7 +140,7 @@ describe("MetricStore", () => {
   it("merges a zoom response and keeps live points", () => {
     const store = new MetricStore(100);
     store.loadHistory({ series: { a: { step: [0, 100, 200], value: [0, 1, 2] } } });
-    store.ingest({ type: "metrics", experiment_id: "e", step: [300], series: { a: [3] } });
+    store.ingest({ type: "metrics", experiment_id: 1, step: [300], series: { a: [3] } });
     store.mergeZoom({ series: { a: { step: [0, 50, 100], value: [0, 0.5, 1] } } }, 0, 100);
     expect(store.get("a")).toEqual({ step: [0, 50, 100, 200, 300], value: [0, 0.5, 1, 2, 3] });
   });

@@ -91,19 +91,20 @@ export interface ListFilter {
 export const api = {
   list: (f: ListFilter = {}) =>
     request<ExperimentPage>("GET", `/experiments${query({ ...f, cursor: f.cursor ?? undefined })}`),
-  get: (id: string) => request<Experiment>("GET", `/experiments/${encodeURIComponent(id)}`),
+  get: (id: number) => request<Experiment>("GET", `/experiments/${id}`),
   create: (name: string, config: PPOConfig, tags: string[]) =>
     request<Experiment>("POST", "/experiments", { name, config, tags }),
-  stop: (id: string) => request<Experiment>("POST", `/experiments/${encodeURIComponent(id)}/stop`),
-  remove: (id: string) => request<void>("DELETE", `/experiments/${encodeURIComponent(id)}`),
-  events: (id: string) => request<ExperimentEvent[]>("GET", `/experiments/${encodeURIComponent(id)}/events`),
-  checkpoints: (id: string) => request<Checkpoint[]>("GET", `/experiments/${encodeURIComponent(id)}/checkpoints`),
-  logs: (id: string, tail = 200) =>
-    request<{ lines: string[] } | string[] | string>("GET", `/experiments/${encodeURIComponent(id)}/logs${query({ tail })}`),
-  metrics: (id: string, names: string[], maxPoints: number, stepMin?: number, stepMax?: number) =>
+  stop: (id: number) => request<Experiment>("POST", `/experiments/${id}/stop`),
+  remove: (id: number) => request<void>("DELETE", `/experiments/${id}`),
+  events: (id: number) => request<ExperimentEvent[]>("GET", `/experiments/${id}/events`),
+  checkpoints: (id: number) => request<Checkpoint[]>("GET", `/experiments/${id}/checkpoints`),
+  resume: (id: number) => request<Experiment>("POST", `/experiments/${id}/resume`),
+  logs: (id: number, tail = 200) =>
+    request<{ lines: string[] }>("GET", `/experiments/${id}/logs${query({ tail })}`),
+  metrics: (id: number, names: string[], maxPoints: number, stepMin?: number, stepMax?: number) =>
     request<MetricsResponse>(
       "GET",
-      `/experiments/${encodeURIComponent(id)}/metrics${query({
+      `/experiments/${id}/metrics${query({
         names: names.join(","),
         max_points: maxPoints,
         step_min: stepMin === undefined ? undefined : Math.floor(stepMin),
@@ -112,8 +113,8 @@ export const api = {
     ),
 };
 
-export function checkpointDownloadUrl(id: string, cid: string): string {
-  return `${API}/experiments/${encodeURIComponent(id)}/checkpoints/${encodeURIComponent(cid)}/download`;
+export function checkpointDownloadUrl(id: number, cid: number | "best" | "latest"): string {
+  return `${API}/experiments/${id}/checkpoints/${cid}/download`;
 }
 
 /** ws:// URL for a stream path under /api/v1, with the API token when one is configured. */

@@ -31,14 +31,14 @@ export type PPOConfig = Record<string, unknown> & {
 };
 
 export interface ExperimentEvent {
-  from: Status | null;
-  to: Status;
+  from_status: Status | null;
+  to_status: Status;
   reason: string;
   at: string;
 }
 
 export interface Experiment {
-  id: string;
+  id: number;
   name: string;
   tags: string[];
   config: PPOConfig;
@@ -52,6 +52,10 @@ export interface Experiment {
   best_return: number | null;
   error: string | null;
   log_tail: string | null;
+  ray_job_id?: string | null;
+  parent_id?: number | null;
+  resume_from_checkpoint_id?: number | null;
+  /** Only in the detail response. */
   events?: ExperimentEvent[];
 }
 
@@ -61,7 +65,8 @@ export interface ExperimentPage {
 }
 
 export interface Checkpoint {
-  id: string;
+  id: number;
+  experiment_id: number;
   iteration: number;
   env_steps: number;
   episode_return_mean: number | null;
@@ -69,6 +74,7 @@ export interface Checkpoint {
   created_at: string;
   is_best: boolean;
   is_latest: boolean;
+  sha256?: string;
 }
 
 /** One metric as columns: parallel arrays, step ascending. */
@@ -90,32 +96,62 @@ export interface ErrorBody {
   error: { code: string; message: string; fields?: FieldError[] };
 }
 
-// ---- websocket messages ---------------------------------------------------------------------
+// ---- websocket messages (app/live/topics.py) ----------------------------------------------
 
 /** Columnar metrics: `step[i]` goes with `series[name][i]` (null where a name was absent). */
 export interface MetricsMessage {
   type: "metrics";
-  experiment_id: string;
+  experiment_id: number;
   step: number[];
   series: Record<string, (number | null)[]>;
 }
 
+/** A lifecycle transition of the streamed experiment. */
 export interface StatusMessage {
   type: "status";
-  experiment_id: string;
-  experiment: Experiment;
+  experiment_id: number;
+  status: Status;
+  from_status: Status | null;
+  reason: string;
+  at: string;
+  error: string | null;
 }
 
 export interface CheckpointMessage {
   type: "checkpoint";
-  experiment_id: string;
+  experiment_id: number;
   checkpoint: Checkpoint;
 }
 
 export interface LogMessage {
   type: "log";
-  experiment_id: string;
+  experiment_id: number;
   lines: string[];
 }
 
-export type StreamMessage = MetricsMessage | StatusMessage | CheckpointMessage | LogMessage;
+/** First message of an experiment stream: its state and the last step the backlog covers. */
+export interface HelloMessage {
+  type: "hello";
+  experiment: Experiment;
+  backlog_until_step: number | null;
+}
+
+/** List page: an experiment's status / progress changed (or it was created). */
+export interface ExperimentMessage {
+  type: "experiment";
+  experiment: Experiment;
+}
+
+export interface DeletedMessage {
+  type: "deleted";
+  experiment_id: number;
+}
+
+export type StreamMessage =
+  | MetricsMessage
+  | StatusMessage
+  | CheckpointMessage
+  | LogMessage
+  | HelloMessage
+  | ExperimentMessage
+  | DeletedMessage;

@@ -1,0 +1,89 @@
+/**
+ * Everything live about one experiment: its metric history (downsampled by the server), the
+ * websocket that continues it (resuming from the last step held after a drop), and zoom
+ * fetches at full resolution. Pages subscribe to the callbacks they need.
+ */
+
+import { MetricStore } from "../data/metricStore";
+import { LiveStream } from "./stream";
+import { api, wsUrl } from "./client";
+import type { Checkpoint, Experiment, StatusMessage, StreamMessage } from "./types";
+
+export interface FeedHandlers {
+  onMetrics?: (changed: string[]) => void;
+  /** The experiment's full state (on connect) */
+  onExperiment?: (exp: Experiment) => void;
+  /** A lifecycle transition while connected. */
+  onStatus?: (msg: StatusMessage) => void;
+  onCheckpoint?: (c: Checkpoint) => void;
+  onLog?: (lines: string[]) => void;
+  onState?: (online: boolean) => void;
+}
+
+/** Points per series the first history load asks for (the server min/max-downsamples). */
+export const HISTORY_POINTS = 2000;
+
+export class ExperimentFeed {
+  readonly store = new MetricStore(20_000);
+  private stream: LiveStream | null = null;
+  private closed = false;
+
+  constructor(
+    readonly id: number,
+    private readonly names: string[],
+    private readonly handlers: FeedHandlers,
+  ) {}
+
+  async start(): Promise<void> {
+    const history = await api.metrics(this.id, this.names, HISTORY_POINTS);
+    if (this.closed) return;
+    this.store.loadHistory(history);
+    this.handlers.onMetrics?.(Object.keys(history.series));
+    this.stream = new LiveStream({
+      url: () => {
+        const since = this.store.sinceStep();
+        return wsUrl(`/experiments/${this.id}/stream`, { since_step: since ?? 0 });
+      },
+      onMessage: (m) => this.dispatch(m),
+      onState: (online) => this.handlers.onState?.(online),
+    }).start();
+  }
+
+  private dispatch(m: StreamMessage): void {
+    switch (m.type) {
+      case "metrics": {
+        const changed = this.store.ingest(m);
+        if (changed.length) this.handlers.onMetrics?.(changed);
+        break;
+      }
+      case "hello":
+      case "experiment":
+        this.handlers.onExperiment?.(m.experiment);
+        break;
+      case "status":
+        this.handlers.onStatus?.(m);
+        break;
+      case "checkpoint":
+        this.handlers.onCheckpoint?.(m.checkpoint);
+        break;
+      case "log":
+        this.handlers.onLog?.(m.lines);
+        break;
+      case "deleted":
+        break;
+    }
+  }
+
+  /** Fetch [lo, hi] (env steps) at full resolution and merge it into the held series. */
+  async zoom(lo: number, hi: number, names: string[]): Promise<void> {
+    const resp = await api.metrics(this.id, names, HISTORY_POINTS, lo, hi);
+    if (this.closed) return;
+    this.store.mergeZoom(resp, lo, hi);
+    this.handlers.onMetrics?.(Object.keys(resp.series));
+  }
+
+  close(): void {
+    this.closed = true;
+    this.stream?.close();
+  }
+}

@@ -1,0 +1,29 @@
+/**
+ * Put several series with their own x values on one shared x axis (what uPlot draws): the union
+ * of all x, with null where a series has no point. Inputs must have strictly increasing x.
+ */
+
+export interface XY {
+  x: readonly number[];
+  y: readonly (number | null)[];
+}
+
+export type Aligned = [number[], ...(number | null)[][]];
+
+export function alignSeries(tables: readonly XY[]): Aligned {
+  const all: number[] = [];
+  for (const t of tables) for (const v of t.x) all.push(v);
+  all.sort((a, b) => a - b);
+  const xs: number[] = [];
+  for (const v of all) if (xs.length === 0 || xs[xs.length - 1] !== v) xs.push(v);
+  const ys = tables.map((t) => {
+    const out: (number | null)[] = new Array(xs.length).fill(null);
+    let j = 0;
+    for (let i = 0; i < t.x.length; i++) {
+      while (xs[j] < t.x[i]) j++;
+      out[j] = t.y[i];
+    }
+    return out;
+  });
+  return [xs, ...ys];
+}

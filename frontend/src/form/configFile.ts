@@ -1,0 +1,47 @@
+/**
+ * Reading a pasted or uploaded experiment file (JSON or YAML). Either a bare PPOConfig or a
+ * submission document `{name, tags, config}` (what `rollout submit` reads) is accepted.
+ */
+
+import { parse as parseYaml } from "yaml";
+
+export interface Submission {
+  name?: string;
+  tags?: string[];
+  config: Record<string, unknown>;
+}
+
+export function parseConfigText(text: string): Submission {
+  const trimmed = text.trim();
+  if (!trimmed) throw new Error("the file is empty");
+  let doc: unknown;
+  try {
+    // JSON is valid YAML, but JSON.parse gives better messages for JSON input.
+    doc = trimmed.startsWith("{") ? JSON.parse(trimmed) : parseYaml(trimmed);
+  } catch (e) {
+    throw new Error(`not valid JSON or YAML: ${(e as Error).message}`);
+  }
+  if (doc === null || typeof doc !== "object" || Array.isArray(doc)) {
+    throw new Error("expected a mapping of config fields");
+  }
+  const obj = doc as Record<string, unknown>;
+  const config = obj.config;
+  if (config !== null && typeof config === "object" && !Array.isArray(config)) {
+    const tags = Array.isArray(obj.tags) ? obj.tags.map(String) : undefined;
+    return { name: typeof obj.name === "string" ? obj.name : undefined, tags, config: config as Record<string, unknown> };
+  }
+  return { config: obj };
+}
+
+/** Deep-merge `over` onto `base` (objects merged key by key; arrays and scalars replaced). */
+export function deepMerge(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = structuredClone(base);
+  for (const [k, v] of Object.entries(over)) {
+    const b = out[k];
+    out[k] =
+      v !== null && typeof v === "object" && !Array.isArray(v) && b !== null && typeof b === "object" && !Array.isArray(b)
+        ? deepMerge(b as Record<string, unknown>, v as Record<string, unknown>)
+        : structuredClone(v);
+  }
+  return out;
+}

@@ -1,0 +1,44 @@
+/** Entry point: mounts the page for the current hash route and unmounts the previous one. */
+
+import "./styles.css";
+import { mountCompare } from "./pages/compare";
+import { mountDetail } from "./pages/detail";
+import { mountList } from "./pages/list";
+import { mountNew } from "./pages/new";
+import { parseRoute } from "./router";
+import { clear, el } from "./ui/dom";
+
+type Unmount = () => void;
+
+const root = document.getElementById("app") as HTMLElement;
+let unmount: Unmount | null = null;
+
+function render(): void {
+  unmount?.();
+  unmount = null;
+  clear(root);
+  const route = parseRoute(location.hash);
+  for (const a of document.querySelectorAll<HTMLAnchorElement>("header nav a")) {
+    a.classList.toggle("active", parseRoute(a.getAttribute("href") ?? "").name === route.name);
+  }
+  switch (route.name) {
+    case "list":
+      unmount = mountList(root);
+      break;
+    case "new":
+      unmount = mountNew(root, route.query);
+      break;
+    case "detail":
+      unmount = mountDetail(root, route.id as number);
+      break;
+    case "compare":
+      unmount = mountCompare(root, route.query);
+      break;
+    default:
+      document.title = "Not found · Rollout";
+      root.appendChild(el("section", { class: "panel" }, el("h1", {}, "Page not found"), el("a", { href: "#/" }, "Back to experiments")));
+  }
+}
+
+window.addEventListener("hashchange", render);
+render();

@@ -1,0 +1,192 @@
+/**
+ * Compare page: several experiments overlaid, one chart per metric with one line per experiment,
+ * each continued live by its own stream, and a table of the config fields that differ.
+ */
+
+import { api, ApiError } from "../api/client";
+import { ExperimentFeed } from "../api/feed";
+import type { Experiment } from "../api/types";
+import { diffConfigs } from "../data/configDiff";
+import { alignSeries, type XY } from "../data/align";
+import { plotData, WALL_TIME } from "../data/plotData";
+import { inverseInterpolate } from "../data/series";
+import { MetricChart, PALETTE } from "../ui/chart";
+import { chartControls, xAxis, type ChartSettings } from "../ui/chartControls";
+import { trackStream, untrackStream } from "../ui/conn";
+import { el, frameScheduler } from "../ui/dom";
+import { statusBadge, updateBadge } from "../ui/status";
+import { COMPARE_METRICS } from "./chartDefs";
+
+function show(v: unknown): string {
+  if (v === undefined) return "(absent)";
+  if (v === null) return "none";
+  return typeof v === "object" ? JSON.stringify(v) : String(v);
+}
+
+export function mountCompare(root: HTMLElement, query: URLSearchParams): () => void {
+  document.title = "Compare · Rollout";
+  const ids = [...new Set((query.get("ids") ?? "").split(",").filter((s) => /^\d+$/.test(s)).map(Number))];
+  const settings: ChartSettings = { xMode: "steps", smoothing: 0, log: false };
+  let closed = false;
+  const notice = el("p", { class: "error-box", hidden: true });
+  const legend = el("ul", { class: "legend" });
+  const diffBox = el("div", { class: "table-wrap" });
+  const chartsGrid = el("div", { class: "charts" });
+  const controls = chartControls(settings, (what) => {
+    if (what !== "smoothing") for (const c of charts.values()) c.reconfigure({ log: settings.log, ...xAxis(settings.xMode) });
+    redrawAll();
+  });
+  root.appendChild(
+    el(
+      "div",
+      { class: "compare" },
+      el("section", { class: "panel" }, el("div", { class: "page-head" }, el("h1", {}, `Compare ${ids.length} experiments`), el("a", { href: "#/" }, "Back to experiments")), notice, legend),
+      el("section", { class: "panel" }, el("h2", {}, "Metrics"), controls, chartsGrid),
+      el("section", { class: "panel" }, el("h2", {}, "Config differences"), diffBox),
+    ),
+  );
+  if (ids.length < 1) {
+    notice.hidden = false;
+    notice.textContent = "Select experiments to compare on the experiments page.";
+    return () => undefined;
+  }
+
+  const exps = new Map<number, Experiment>();
+  const badges = new Map<number, HTMLElement>();
+  const label = (id: number) => `#${id} ${exps.get(id)?.name ?? ""}`.trim();
+  const colorOf = (id: number) => PALETTE[ids.indexOf(id) % PALETTE.length];
+  const charts = new Map<string, MetricChart>();
+  const feeds: ExperimentFeed[] = [];
+  const keys = ids.map(() => ({}));
+
+  function makeCharts(): void {
+    for (const metric of COMPARE_METRICS) {
+      charts.set(
+        metric,
+        new MetricChart(chartsGrid, {
+          title: metric,
+          lines: ids.map((id) => ({ label: label(id), color: colorOf(id) })),
+          log: settings.log,
+          ...xAxis(settings.xMode),
+          onZoom: (lo, hi) => void zoom(metric, lo, hi),
+          onResetZoom: () => redraw(metric),
+        }),
+      );
+    }
+  }
+
+  function redraw(metric: string): void {
+    const tables: XY[] = feeds.map((f) => {
+      const [x, y] = plotData((n) => f.store.get(n), [metric], settings.xMode, settings.smoothing);
+      return { x, y };
+    });
+    charts.get(metric)?.setData(alignSeries(tables));
+  }
+  function redrawAll(): void {
+    for (const m of charts.keys()) redraw(m);
+  }
+  const changed = new Set<string>();
+  const flush = frameScheduler(() => {
+    const all = changed.has(WALL_TIME) && settings.xMode === "time";
+    for (const m of charts.keys()) if (all || changed.has(m)) redraw(m);
+    changed.clear();
+  });
+
+  async function zoom(metric: string, lo: number, hi: number): Promise<void> {
+    try {
+      await Promise.all(
+        feeds.map((f) => {
+          let a = lo;
+          let b = hi;
+          if (settings.xMode === "time") {
+            const wall = f.store.get(WALL_TIME);
+            a = inverseInterpolate(wall, lo) ?? lo;
+            b = inverseInterpolate(wall, hi) ?? hi;
+          }
+          return f.zoom(Math.max(0, Math.floor(a)), Math.ceil(b), [metric, WALL_TIME]);
+        }),
+      );
+    } catch (e) {
+      notice.hidden = false;
+      notice.textContent = e instanceof ApiError ? e.message : String(e);
+    }
+  }
+
+  function renderLegend(): void {
+    legend.replaceChildren(
+      ...ids.map((id) => {
+        const e = exps.get(id) as Experiment;
+        const badge = statusBadge(e.status);
+        badges.set(id, badge);
+        return el(
+          "li",
+          { "data-id": id },
+          el("span", { class: "swatch", style: `background:${colorOf(id)}` }),
+          el("a", { href: `#/experiments/${id}` }, label(id)),
+          " ",
+          badge,
+          el("span", { class: "muted" }, ` ${String(e.config?.env_id ?? "")}`),
+        );
+      }),
+    );
+  }
+
+  function renderDiff(): void {
+    const rows = diffConfigs(ids.map((id) => exps.get(id)?.config ?? {}));
+    if (!rows.length) {
+      diffBox.replaceChildren(el("p", { class: "muted" }, "The configs are identical."));
+      return;
+    }
+    diffBox.replaceChildren(
+      el(
+        "table",
+        { class: "diff" },
+        el("thead", {}, el("tr", {}, el("th", {}, "field"), ids.map((id) => el("th", {}, el("span", { class: "swatch", style: `background:${colorOf(id)}` }), label(id))))),
+        el("tbody", {}, rows.map((r) => el("tr", { "data-path": r.path }, el("td", { class: "path" }, r.path), r.values.map((v) => el("td", {}, show(v)))))),
+      ),
+    );
+  }
+
+  void (async () => {
+    try {
+      const list = await Promise.all(ids.map((id) => api.get(id)));
+      if (closed) return;
+      for (const e of list) exps.set(e.id, e);
+      renderLegend();
+      renderDiff();
+      makeCharts();
+      ids.forEach((id, i) => {
+        trackStream(keys[i], false);
+        const feed = new ExperimentFeed(id, [...COMPARE_METRICS, WALL_TIME], {
+          onMetrics: (names) => {
+            for (const n of names) changed.add(n);
+            flush();
+          },
+          onExperiment: (e) => {
+            exps.set(e.id, e);
+            const b = badges.get(e.id);
+            if (b) updateBadge(b, e.status);
+          },
+          onStatus: (m) => {
+            const b = badges.get(m.experiment_id);
+            if (b) updateBadge(b, m.status);
+          },
+          onState: (online) => trackStream(keys[i], online),
+        });
+        feeds.push(feed);
+      });
+      await Promise.all(feeds.map((f) => f.start()));
+    } catch (e) {
+      if (closed) return;
+      notice.hidden = false;
+      notice.textContent = e instanceof ApiError ? e.message : String(e);
+    }
+  })();
+
+  return () => {
+    closed = true;
+    for (const f of feeds) f.close();
+    for (const k of keys) untrackStream(k);
+    for (const c of charts.values()) c.destroy();
+  };
+}

@@ -1,0 +1,249 @@
+/**
+ * Experiments page: filterable table, updated in place from the list websocket (rows are patched,
+ * never re-rendered wholesale; updates are coalesced to one per frame), select rows to compare.
+ */
+
+import { api, ApiError, wsUrl } from "../api/client";
+import { LiveStream } from "../api/stream";
+import { FINISHED, STATUSES, type Experiment, type StreamMessage } from "../api/types";
+import { elapsedSeconds, fmtDuration, fmtNumber, fmtSteps, fmtTime } from "../data/format";
+import { trackStream, untrackStream } from "../ui/conn";
+import { clear, el, frameScheduler, setText } from "../ui/dom";
+import { progressBar, updateProgress } from "../ui/progress";
+import { statusBadge, updateBadge } from "../ui/status";
+
+const PAGE = 50;
+
+interface Row {
+  exp: Experiment;
+  tr: HTMLTableRowElement;
+  badge: HTMLElement;
+  bar: HTMLElement;
+  cells: Record<"ret" | "best" | "steps" | "started" | "duration" | "tags" | "name", HTMLElement>;
+  check: HTMLInputElement;
+}
+
+interface Filter {
+  status: string;
+  tag: string;
+  name: string;
+}
+
+export function matches(exp: Experiment, f: Filter): boolean {
+  if (f.status && exp.status !== f.status) return false;
+  if (f.tag && !exp.tags.includes(f.tag)) return false;
+  if (f.name && !exp.name.toLowerCase().includes(f.name.toLowerCase())) return false;
+  return true;
+}
+
+export function mountList(root: HTMLElement): () => void {
+  document.title = "Experiments · Rollout";
+  const filter: Filter = { status: "", tag: "", name: "" };
+  const rows = new Map<number, Row>();
+  const selected = new Set<number>();
+  const dirty = new Set<number>();
+  let cursor: string | null = null;
+  let loadSeq = 0;
+
+  const statusSel = el("select", { name: "status", "aria-label": "Filter by status" }, el("option", { value: "" }, "any status"), STATUSES.map((s) => el("option", { value: s }, s)));
+  const tagInput = el("input", { name: "tag", type: "search", placeholder: "tag", "aria-label": "Filter by tag" });
+  const nameInput = el("input", { name: "name", type: "search", placeholder: "name contains…", "aria-label": "Filter by name" });
+  const compareBtn = el("button", { type: "button", class: "btn", disabled: true, "data-action": "compare" }, "Compare selected");
+  const tbody = el("tbody");
+  const empty = el("p", { class: "muted empty" });
+  const more = el("button", { type: "button", class: "btn secondary", hidden: true }, "Load more");
+  const errorBox = el("p", { class: "error-box", hidden: true });
+
+  root.appendChild(
+    el(
+      "section",
+      { class: "panel" },
+      el("div", { class: "page-head" }, el("h1", {}, "Experiments"), el("a", { class: "btn", href: "#/new" }, "+ New experiment")),
+      el("div", { class: "toolbar" }, statusSel, tagInput, nameInput, compareBtn),
+      errorBox,
+      el(
+        "div",
+        { class: "table-wrap" },
+        el(
+          "table",
+          { class: "experiments" },
+          el(
+            "thead",
+            {},
+            el("tr", {}, ["", "Name", "Env", "Status", "Progress", "Return", "Best", "Env steps", "Started", "Duration", "Tags"].map((h) => el("th", {}, h))),
+          ),
+          tbody,
+        ),
+      ),
+      empty,
+      more,
+    ),
+  );
+
+  function updateCompare(): void {
+    compareBtn.disabled = selected.size < 2;
+    compareBtn.textContent = selected.size ? `Compare selected (${selected.size})` : "Compare selected";
+  }
+
+  function renderRow(row: Row, now: number): void {
+    const e = row.exp;
+    updateBadge(row.badge, e.status);
+    updateProgress(row.bar, e, now);
+    setText(row.cells.name, e.name);
+    setText(row.cells.ret, fmtNumber(e.episode_return_mean));
+    setText(row.cells.best, fmtNumber(e.best_return));
+    setText(row.cells.steps, fmtSteps(e.env_steps));
+    setText(row.cells.started, fmtTime(e.started_at));
+    setText(row.cells.duration, fmtDuration(elapsedSeconds(e.started_at, e.finished_at, now)));
+    setText(row.cells.tags, e.tags.join(", "));
+    row.tr.dataset.status = e.status;
+  }
+
+  function makeRow(exp: Experiment): Row {
+    const check = el("input", { type: "checkbox", "aria-label": `Select ${exp.name}` });
+    check.checked = selected.has(exp.id);
+    check.addEventListener("change", () => {
+      if (check.checked) selected.add(exp.id);
+      else selected.delete(exp.id);
+      updateCompare();
+    });
+    const cells = {
+      name: el("a", { href: `#/experiments/${exp.id}` }),
+      ret: el("td", { class: "num" }),
+      best: el("td", { class: "num" }),
+      steps: el("td", { class: "num" }),
+      started: el("td"),
+      duration: el("td", { class: "num" }),
+      tags: el("td", { class: "tags" }),
+    };
+    const badge = statusBadge(exp.status);
+    const bar = progressBar();
+    const tr = el(
+      "tr",
+      { "data-id": exp.id },
+      el("td", {}, check),
+      el("td", { class: "name" }, cells.name),
+      el("td", {}, String(exp.config?.env_id ?? "–")),
+      el("td", {}, badge),
+      el("td", { class: "progress-cell" }, bar),
+      cells.ret,
+      cells.best,
+      cells.steps,
+      cells.started,
+      cells.duration,
+      cells.tags,
+    );
+    const row: Row = { exp, tr, badge, bar, cells, check };
+    renderRow(row, Date.now());
+    return row;
+  }
+
+  function showEmpty(): void {
+    empty.textContent = rows.size ? "" : filter.status || filter.tag || filter.name ? "No experiment matches the filter." : "No experiments yet: start one with “New experiment”.";
+  }
+
+  const flush = frameScheduler(() => {
+    const now = Date.now();
+    for (const id of dirty) {
+      const r = rows.get(id);
+      if (r) renderRow(r, now);
+    }
+    dirty.clear();
+  });
+
+  function upsert(exp: Experiment): void {
+    const row = rows.get(exp.id);
+    if (row) {
+      if (!matches(exp, filter)) {
+        row.tr.remove();
+        rows.delete(exp.id);
+        showEmpty();
+        return;
+      }
+      row.exp = exp;
+      dirty.add(exp.id);
+      flush();
+    } else if (matches(exp, filter)) {
+      const r = makeRow(exp);
+      rows.set(exp.id, r);
+      // Newest first: a new experiment has the highest id.
+      const after = [...tbody.children].find((tr) => Number((tr as HTMLElement).dataset.id) < exp.id);
+      tbody.insertBefore(r.tr, after ?? null);
+      showEmpty();
+    }
+  }
+
+  async function load(reset: boolean): Promise<void> {
+    const seq = ++loadSeq;
+    try {
+      const page = await api.list({ status: filter.status, tag: filter.tag, name: filter.name, limit: PAGE, cursor: reset ? null : cursor });
+      if (seq !== loadSeq) return;
+      errorBox.hidden = true;
+      if (reset) {
+        clear(tbody);
+        rows.clear();
+      }
+      for (const exp of page.items) upsert(exp);
+      cursor = page.next_cursor;
+      more.hidden = !cursor;
+      showEmpty();
+    } catch (e) {
+      if (seq !== loadSeq) return;
+      errorBox.hidden = false;
+      errorBox.textContent = e instanceof ApiError ? e.message : String(e);
+    }
+  }
+
+  let debounce: ReturnType<typeof setTimeout> | null = null;
+  const onFilter = () => {
+    filter.status = statusSel.value;
+    filter.tag = tagInput.value.trim();
+    filter.name = nameInput.value.trim();
+    if (debounce) clearTimeout(debounce);
+    debounce = setTimeout(() => void load(true), 200);
+  };
+  statusSel.addEventListener("change", onFilter);
+  tagInput.addEventListener("input", onFilter);
+  nameInput.addEventListener("input", onFilter);
+  more.addEventListener("click", () => void load(false));
+  compareBtn.addEventListener("click", () => {
+    location.hash = `#/compare?ids=${[...selected].sort((a, b) => a - b).join(",")}`;
+  });
+
+  const key = {};
+  let everOnline = false;
+  const stream = new LiveStream({
+    url: () => wsUrl("/stream"),
+    onMessage: (m: StreamMessage) => {
+      if (m.type === "experiment") upsert(m.experiment);
+      else if (m.type === "deleted") {
+        rows.get(m.experiment_id)?.tr.remove();
+        rows.delete(m.experiment_id);
+        selected.delete(m.experiment_id);
+        updateCompare();
+        showEmpty();
+      }
+    },
+    onState: (online) => {
+      trackStream(key, online);
+      // After a drop, updates may have been missed: reload the visible page once.
+      if (online && everOnline) void load(true);
+      everOnline ||= online;
+    },
+  });
+  trackStream(key, false);
+  void load(true).then(() => stream.start());
+
+  // Durations and ETAs of running experiments move with the clock.
+  const tick = setInterval(() => {
+    for (const [id, r] of rows) if (!FINISHED.has(r.exp.status) && r.exp.started_at) dirty.add(id);
+    if (dirty.size) flush();
+  }, 1000);
+
+  return () => {
+    clearInterval(tick);
+    if (debounce) clearTimeout(debounce);
+    stream.close();
+    untrackStream(key);
+  };
+}

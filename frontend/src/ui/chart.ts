@@ -1,0 +1,153 @@
+/**
+ * One uPlot chart, created once and then fed with `setData` (never rebuilt per message). Drag
+ * to zoom reports the selected x range so the page can fetch it at full resolution;
+ * double-click resets. Changing the log scale or the theme rebuilds it (a user action, rare).
+ */
+
+import uPlot from "uplot";
+import "uplot/dist/uPlot.min.css";
+import type { Aligned } from "../data/align";
+import { el } from "./dom";
+
+export interface LineDef {
+  label: string;
+  color: string;
+  /** Drawn as a faint band edge rather than a line (return min / max). */
+  bandEdge?: boolean;
+  dash?: number[];
+}
+
+export interface ChartOptions {
+  title: string;
+  lines: LineDef[];
+  /** Indices into `lines` of a band's upper and lower edge. */
+  band?: [number, number];
+  xLabel: string;
+  log: boolean;
+  height?: number;
+  formatX?: (v: number) => string;
+  onZoom?: (lo: number, hi: number) => void;
+  onResetZoom?: () => void;
+}
+
+export const PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#d97706", "#9333ea", "#0891b2", "#db2777", "#65a30d", "#4b5563", "#ea580c"];
+
+function cssVar(name: string, fallback: string): string {
+  const v = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+  return v || fallback;
+}
+
+function withAlpha(hex: string, alpha: number): string {
+  const n = parseInt(hex.slice(1), 16);
+  return `rgba(${(n >> 16) & 255}, ${(n >> 8) & 255}, ${n & 255}, ${alpha})`;
+}
+
+export class MetricChart {
+  readonly root: HTMLElement;
+  private readonly body: HTMLElement;
+  private plot: uPlot | null = null;
+  private data: Aligned = [[]];
+  private opts: ChartOptions;
+  /** True while the user looks at a zoomed range: live updates then keep the x scale. */
+  zoomed = false;
+  private readonly resizeObserver: ResizeObserver;
+
+  constructor(parent: HTMLElement, opts: ChartOptions) {
+    this.opts = opts;
+    this.body = el("div", { class: "chart-body" });
+    this.root = el("section", { class: "chart", "data-chart": opts.title }, el("h3", {}, opts.title), this.body);
+    parent.appendChild(this.root);
+    this.data = [[], ...opts.lines.map(() => [])];
+    this.build();
+    this.resizeObserver = new ResizeObserver(() => this.resize());
+    this.resizeObserver.observe(this.body);
+  }
+
+  private width(): number {
+    return Math.max(200, Math.floor(this.body.clientWidth || this.root.clientWidth || 400));
+  }
+
+  private build(): void {
+    const o = this.opts;
+    const axisStroke = cssVar("--fg-muted", "#666");
+    const grid = cssVar("--grid", "rgba(128,128,128,0.15)");
+    const series: uPlot.Series[] = [
+      { label: o.xLabel, value: (_u, v) => (v === null || v === undefined ? "–" : o.formatX ? o.formatX(v) : String(v)) },
+      ...o.lines.map((l) => ({
+        label: l.label,
+        stroke: l.bandEdge ? withAlpha(l.color, 0.35) : l.color,
+        width: l.bandEdge ? 1 : 1.5,
+        dash: l.dash,
+        spanGaps: true,
+        points: { show: false },
+      })),
+    ];
+    const opts: uPlot.Options = {
+      width: this.width(),
+      height: o.height ?? 220,
+      series,
+      bands: o.band ? [{ series: o.band, fill: withAlpha(o.lines[o.band[0]].color, 0.12) }] : undefined,
+      scales: {
+        x: { time: false },
+        y: o.log ? { distr: 4, asinh: 1e-3 } : {},
+      },
+      axes: [
+        {
+          stroke: axisStroke,
+          grid: { stroke: grid },
+          ticks: { stroke: grid },
+          values: o.formatX ? (_u, splits) => splits.map((v) => (o.formatX as (x: number) => string)(v)) : undefined,
+        },
+        { stroke: axisStroke, grid: { stroke: grid }, ticks: { stroke: grid }, size: 60 },
+      ],
+      cursor: { drag: { x: true, y: false, setScale: true } },
+      legend: { live: true },
+      hooks: {
+        setSelect: [
+          (u) => {
+            if (u.select.width < 3) return;
+            const lo = u.posToVal(u.select.left, "x");
+            const hi = u.posToVal(u.select.left + u.select.width, "x");
+            this.zoomed = true;
+            o.onZoom?.(lo, hi);
+          },
+        ],
+      },
+    };
+    this.plot = new uPlot(opts, this.data as uPlot.AlignedData, this.body);
+    this.plot.over.addEventListener("dblclick", () => {
+      this.zoomed = false;
+      o.onResetZoom?.();
+    });
+  }
+
+  /** New data for the same lines. Keeps the zoomed x range while zoomed. */
+  setData(data: Aligned): void {
+    this.data = data;
+    if (!this.plot) return;
+    this.plot.setData(data as uPlot.AlignedData, !this.zoomed);
+    this.root.dataset.points = String(data[0].length);
+  }
+
+  /** Rebuild with changed options (log scale, x axis, theme); data is kept. */
+  reconfigure(patch: Partial<ChartOptions>): void {
+    this.opts = { ...this.opts, ...patch };
+    this.plot?.destroy();
+    this.zoomed = false;
+    this.build();
+    this.setData(this.data);
+  }
+
+  private resize(): void {
+    if (!this.plot) return;
+    const w = this.width();
+    if (Math.abs(w - this.plot.width) > 2) this.plot.setSize({ width: w, height: this.plot.height });
+  }
+
+  destroy(): void {
+    this.resizeObserver.disconnect();
+    this.plot?.destroy();
+    this.plot = null;
+    this.root.remove();
+  }
+}

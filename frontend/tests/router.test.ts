@@ -1,0 +1,15 @@
+import { describe, expect, it } from "vitest";
+import { parseRoute } from "../src/router";
+
+describe("parseRoute", () => {
+  it("maps hashes to pages", () => {
+    expect(parseRoute("").name).toBe("list");
+    expect(parseRoute("#/").name).toBe("list");
+    expect(parseRoute("#/new").name).toBe("new");
+    expect(parseRoute("#/new?from=3").query.get("from")).toBe("3");
+    const d = parseRoute("#/experiments/42");
+    expect([d.name, d.id]).toEqual(["detail", 42]);
+    expect(parseRoute("#/compare?ids=1,2").query.get("ids")).toBe("1,2");
+    expect(parseRoute("#/experiments/abc").name).toBe("notfound");
+  });
+});
