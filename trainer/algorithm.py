@@ -1,0 +1,168 @@
+"""PPO: the training loop. One `train()` call is one iteration:
+
+    sample a full batch (EnvRunnerGroup) -> learner update, GAE inside (LearnerGroup)
+    -> push versioned weights + merged connector state to the runners -> metrics.
+
+Serial mode (no EnvRunner or Learner actors) never imports Ray. Stop criteria, checkpoints and
+resuming live here too; the on-disk format is trainer/checkpoint.py's.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from trainer.config import PPOConfig
+from trainer.connectors import build_env_to_module
+from trainer.env_runner import SampleResult
+from trainer.env_runner_group import EnvRunnerGroup, ensure_ray, needs_ray
+from trainer.envs import env_spaces
+from trainer.learner_group import LearnerGroup
+from trainer.metrics import EpisodeWindow, Timers
+
+
+class PPO:
+    """Proximal Policy Optimization (Schulman et al. 2017) on the EnvRunner -> Learner split."""
+
+    def __init__(self, config: PPOConfig, *, start_time: float | None = None) -> None:
+        self.config = config
+        self.start_time = time.monotonic() if start_time is None else start_time
+        torch.manual_seed(config.seed)
+        np.random.seed(config.seed)
+        if needs_ray(config):
+            ensure_ray(config)
+        raw_obs_space, action_space = env_spaces(config.env_id, config.env_config)
+        # The module sees the env-to-module output (stacked / normalised observations).
+        obs_space = build_env_to_module(config, raw_obs_space, 1).output_space
+        self.learner_group = LearnerGroup(config, obs_space, action_space)
+        self.env_runners = EnvRunnerGroup(config)
+        self.window = EpisodeWindow()
+        self.iteration = 0
+        self.env_steps = 0  # lifetime, transitions only
+        self.weights_version = 0
+        self.last_metrics: dict[str, float] = {}
+        self.env_runners.sync_weights(
+            self.weights_version, self.learner_group.get_inference_weights()
+        )
+
+    def train(self) -> dict[str, float]:
+        """One iteration; returns its flat metrics."""
+        timers = Timers()
+        with timers("iteration"):
+            with timers("sample"):
+                results = self.env_runners.sample(self.config.total_train_batch_size)
+            chunks = [chunk for r in results for chunk in r.chunks]
+            steps = sum(r.env_steps for r in results)
+            self.env_steps += steps
+            for r in results:
+                self.window.add(r.episode_returns, r.episode_lengths)
+            learner_stats = self.learner_group.update(chunks, self.env_steps)
+            policy_lag = self.weights_version - min(r.weights_version for r in results)
+            with timers("weight_sync"):
+                self.weights_version += 1
+                weights = self.learner_group.get_inference_weights()
+                self.env_runners.sync_weights(self.weights_version, weights)
+        self.iteration += 1
+        self.last_metrics = self._metrics(results, steps, learner_stats, timers, policy_lag)
+        return self.last_metrics
+
+    def _metrics(
+        self,
+        results: list[SampleResult],
+        steps: int,
+        learner_stats: dict[str, float],
+        timers: Timers,
+        policy_lag: int,
+    ) -> dict[str, float]:
+        seconds = timers.as_dict()
+        return {
+            "iteration": float(self.iteration),
+            "env_steps": float(self.env_steps),
+            "episodes": float(self.window.episodes),
+            **self.window.as_dict(),
+            **learner_stats,
+            "env_steps_per_s": steps / max(seconds["time_iteration_s"], 1e-9),
+            **seconds,
+            "time_env_step_s": sum(r.time_env_s for r in results),
+            "time_inference_s": sum(r.time_inference_s for r in results),
+            "time_s": time.monotonic() - self.start_time,
+            "policy_lag": float(policy_lag),
+            "env_runner_restarts": float(self.env_runners.restarts),
+        }
+
+    # --- stop criteria -------------------------------------------------------------------------
+    def stop_reason(self) -> str | None:
+        """The first stop criterion met ("episode_return_mean" | "env_steps" | "wall_seconds")."""
+        stop = self.config.stop
+        if (
+            stop.episode_return_mean is not None
+            and self.window.returns
+            and self.window.return_mean >= stop.episode_return_mean
+        ):
+            return "episode_return_mean"
+        if stop.env_steps is not None and self.env_steps >= stop.env_steps:
+            return "env_steps"
+        if (
+            stop.wall_seconds is not None
+            and time.monotonic() - self.start_time >= stop.wall_seconds
+        ):
+            return "wall_seconds"
+        return None
+
+    # --- checkpoints ---------------------------------------------------------------------------
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "learner": self.learner_group.get_state(),
+            "connector_state": self.env_runners.connector_state,
+            "window": self.window.get_state(),
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "weights_version": self.weights_version,
+            "env_runner_restarts": self.env_runners.restarts,
+            "torch_rng": torch.get_rng_state(),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.learner_group.set_state(state["learner"])
+        self.env_runners.connector_state = state["connector_state"]
+        self.window.set_state(state["window"])
+        self.iteration = int(state["iteration"])
+        self.env_steps = int(state["env_steps"])
+        self.weights_version = int(state["weights_version"])
+        self.env_runners.restarts = int(state["env_runner_restarts"])
+        torch.set_rng_state(state["torch_rng"])
+        # Runners get the restored weights AND filter stats (RLlib forgot the latter, #54408).
+        self.env_runners.sync_weights(
+            self.weights_version, self.learner_group.get_inference_weights()
+        )
+
+    def save_checkpoint(self, directory: str | Path) -> Path:
+        from trainer.checkpoint import save
+
+        return save(Path(directory), self)
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        path: str | Path,
+        config: PPOConfig | None = None,
+        *,
+        start_time: float | None = None,
+    ) -> PPO:
+        """Resume from a checkpoint directory or .tar.gz; `config` may override the saved one
+        (e.g. a later stop criterion)."""
+        from trainer.checkpoint import load
+
+        saved_config, state = load(Path(path))
+        algo = cls(config or saved_config, start_time=start_time)
+        algo.set_state(state)
+        return algo
+
+    def stop(self) -> None:
+        """Release the EnvRunner and Learner actors (serial mode: close the envs)."""
+        self.env_runners.stop()
+        self.learner_group.stop()

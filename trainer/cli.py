@@ -1,0 +1,287 @@
+"""`rollout train` and `rollout evaluate`: run the trainer locally, without the service.
+
+    rollout train [--config FILE] [--env ID] [--set key=value ...] [--stop-return R]
+                  [--stop-steps N] [--stop-seconds S] [--seed S] --out DIR
+    rollout train --resume CHECKPOINT [--set ...] [--stop-...] --out DIR
+    rollout evaluate CHECKPOINT --episodes N [--seed S] [--stochastic]
+
+Exit codes: 0 a stop criterion was met, 2 invalid config or arguments, 130 interrupted by
+Ctrl-C (a final checkpoint is saved first), 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import signal
+import sys
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from trainer.config import PPOConfig
+
+
+def _process_start() -> float:
+    """time.monotonic() at process start, so `time_s` includes interpreter start and imports."""
+    try:
+        import psutil
+
+        return time.monotonic() - (time.time() - psutil.Process().create_time())
+    except Exception:  # psutil missing or /proc unreadable: count from here
+        return time.monotonic()
+
+
+PROCESS_START = _process_start()
+EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class ConfigError(Exception):
+    """Invalid user input; reported without a traceback, exit code 2."""
+
+
+def main(argv: list[str]) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse already printed the usage error
+        return EXIT_CONFIG if exc.code else EXIT_OK
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if args.command == "train":
+            return _train(args)
+        return _evaluate(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rollout", description="Train and evaluate PPO.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    train = sub.add_parser("train", help="train a PPO policy locally")
+    train.add_argument("--config", type=Path, help="JSON or YAML file with PPOConfig fields")
+    train.add_argument("--resume", type=Path, help="checkpoint directory or .tar.gz to resume")
+    train.add_argument("--env", help="gymnasium env id (env_id)")
+    train.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field; dotted keys (stop.env_steps=1e5); value parsed as JSON",
+    )
+    train.add_argument("--stop-return", type=float, help="stop.episode_return_mean")
+    train.add_argument("--stop-steps", type=int, help="stop.env_steps")
+    train.add_argument("--stop-seconds", type=float, help="stop.wall_seconds")
+    train.add_argument("--seed", type=int)
+    train.add_argument("--out", type=Path, required=True, help="output directory")
+    evaluate = sub.add_parser("evaluate", help="evaluate a checkpoint")
+    evaluate.add_argument("checkpoint", type=Path, help="checkpoint directory or .tar.gz")
+    evaluate.add_argument("--episodes", type=int, default=10)
+    evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.add_argument(
+        "--stochastic", action="store_true", help="sample actions instead of the mode"
+    )
+    return parser
+
+
+# --- config ----------------------------------------------------------------------------------
+def build_config(base: dict[str, Any], args: argparse.Namespace) -> PPOConfig:
+    """Overlay the command-line overrides on `base` and validate the result."""
+    data = json.loads(json.dumps(base))  # deep copy
+    if getattr(args, "env", None):
+        data["env_id"] = args.env
+    if args.seed is not None:
+        data["seed"] = args.seed
+    for flag, key in (
+        ("stop_return", "stop.episode_return_mean"),
+        ("stop_steps", "stop.env_steps"),
+        ("stop_seconds", "stop.wall_seconds"),
+    ):
+        if getattr(args, flag) is not None:
+            _set_dotted(data, key, getattr(args, flag))
+    for item in args.set:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        _set_dotted(data, key.strip(), value)
+    try:
+        return PPOConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = [
+            f"  {'.'.join(str(p) for p in err['loc']) or '(config)'}: {err['msg']}"
+            for err in exc.errors()
+        ]
+        raise ConfigError("invalid config:\n" + "\n".join(lines)) from None
+
+
+def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
+    *parents, leaf = key.split(".")
+    node = data
+    for part in parents:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"cannot set {key!r}: {part!r} is not a section")
+        node = child
+    node[leaf] = value
+
+
+def _read_config_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        else:
+            data = json.loads(text)
+    except Exception as exc:
+        raise ConfigError(f"cannot parse config file {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of fields")
+    return data
+
+
+def _check_env(config: PPOConfig) -> None:
+    from trainer.envs import env_spaces
+
+    try:
+        env_spaces(config.env_id, config.env_config)
+    except Exception as exc:  # unknown id, bad kwargs, unsupported spaces
+        raise ConfigError(f"environment {config.env_id!r}: {exc}") from None
+
+
+# --- train -----------------------------------------------------------------------------------
+def _train(args: argparse.Namespace) -> int:
+    from trainer.algorithm import PPO
+    from trainer.checkpoint import CheckpointManager, load
+
+    if args.resume is not None:
+        if args.config is not None or args.env:
+            raise ConfigError("--resume takes the checkpoint's config; use --set to change it")
+        try:
+            saved, _ = load(args.resume)
+        except (FileNotFoundError, ValueError) as exc:
+            raise ConfigError(str(exc)) from None
+        config = build_config(saved.to_json_dict(), args)
+    else:
+        base = _read_config_file(args.config) if args.config else {}
+        config = build_config(base, args)
+    _check_env(config)
+
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(config.to_json_dict(), indent=2))
+    if args.resume is not None:
+        algo = PPO.from_checkpoint(args.resume, config, start_time=PROCESS_START)
+    else:
+        algo = PPO(config, start_time=PROCESS_START)
+    manager = CheckpointManager(out / "checkpoints", config.keep_checkpoints)
+    interrupted = _InterruptFlag()
+    progress = _Progress(config)
+    try:
+        with (out / "metrics.jsonl").open("a") as metrics_file:
+            while True:
+                metrics = algo.train()
+                metrics_file.write(json.dumps(_finite(metrics)) + "\n")
+                metrics_file.flush()
+                reason = algo.stop_reason()
+                print(progress.line(metrics, reason), flush=True)
+                every = config.checkpoint_every
+                if reason or interrupted.set or (every and algo.iteration % every == 0):
+                    path = manager.save(algo)
+                if reason:
+                    print(f"stopped: {reason} reached; checkpoint {path}", flush=True)
+                    return EXIT_OK
+                if interrupted.set:
+                    print(f"interrupted; checkpoint {path}", flush=True)
+                    return EXIT_INTERRUPTED
+    finally:
+        interrupted.restore()
+        algo.stop()
+
+
+class _InterruptFlag:
+    """First Ctrl-C: finish the iteration, save, exit 130. Second Ctrl-C: stop at once."""
+
+    def __init__(self) -> None:
+        self.set = False
+        self._previous = signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.set:
+            raise KeyboardInterrupt
+        self.set = True
+        print("\nCtrl-C: saving a checkpoint after this iteration", file=sys.stderr, flush=True)
+
+    def restore(self) -> None:
+        signal.signal(signal.SIGINT, self._previous)
+
+
+class _Progress:
+    """One line per iteration, with an ETA toward the nearest stop criterion."""
+
+    def __init__(self, config: PPOConfig) -> None:
+        self.stop = config.stop
+        self._history: deque[tuple[float, float]] = deque(maxlen=20)  # (time_s, return)
+
+    def line(self, m: dict[str, float], reason: str | None) -> str:
+        ret = m["episode_return_mean"]
+        self._history.append((m["time_s"], ret))
+        ret_text = "n/a" if math.isnan(ret) else f"{ret:.1f}"
+        eta = "done" if reason else self._eta(m)
+        return (
+            f"iter {int(m['iteration'])} | steps {int(m['env_steps']):,} | return {ret_text} "
+            f"| {m['env_steps_per_s']:,.0f} steps/s | ETA {eta}"
+        )
+
+    def _eta(self, m: dict[str, float]) -> str:
+        etas: list[tuple[float, str]] = []
+        now = m["time_s"]
+        rate = m["env_steps"] / max(now, 1e-9)
+        if self.stop.env_steps is not None and rate > 0:
+            etas.append(((self.stop.env_steps - m["env_steps"]) / rate, "env_steps"))
+        if self.stop.wall_seconds is not None:
+            etas.append((self.stop.wall_seconds - now, "wall_seconds"))
+        target = self.stop.episode_return_mean
+        if target is not None and len(self._history) >= 2:
+            (t0, r0), (t1, r1) = self._history[0], self._history[-1]
+            if not (math.isnan(r0) or math.isnan(r1)) and r1 > r0 and t1 > t0:
+                etas.append(((target - r1) / ((r1 - r0) / (t1 - t0)), "episode_return_mean"))
+        if not etas:
+            return "?"
+        seconds, name = min(etas)
+        return f"{max(seconds, 0):.0f}s ({name})"
+
+
+def _finite(metrics: dict[str, float]) -> dict[str, float | None]:
+    """JSON has no NaN: undefined values (no finished episode yet) become null."""
+    return {k: (v if math.isfinite(v) else None) for k, v in metrics.items()}
+
+
+# --- evaluate --------------------------------------------------------------------------------
+def _evaluate(args: argparse.Namespace) -> int:
+    from trainer.checkpoint import evaluate
+
+    if args.episodes < 1:
+        raise ConfigError("--episodes must be at least 1")
+    try:
+        mean, std = evaluate(
+            args.checkpoint, args.episodes, seed=args.seed, deterministic=not args.stochastic
+        )
+    except (FileNotFoundError, ValueError) as exc:
+        raise ConfigError(str(exc)) from None
+    print(json.dumps({"episodes": args.episodes, "return_mean": mean, "return_std": std}))
+    return EXIT_OK

@@ -1,0 +1,193 @@
+"""EnvRunnerGroup: one in-process EnvRunner (serial mode) or N EnvRunner Ray actors.
+
+The only place `ray.remote` touches an EnvRunner. Contract with the actors (Acme-style thin
+actors): `sample(num_timesteps) -> SampleResult` and `set_weights(version, weights,
+connector_state)`. Weights go into the object store once per iteration (one `ray.put`); sample
+futures are collected with one `ray.get`. Ray is imported lazily: serial mode never loads it.
+
+Fault tolerance: an actor that dies (RayActorError) is replaced by a fresh one that gets the
+current weights and connector state; its lost samples are re-sampled from the group, and the
+restart is counted (`restarts`) and logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import tempfile
+from typing import Any
+
+import numpy as np
+
+from trainer.config import PPOConfig
+from trainer.connectors import merge_filter_states
+from trainer.env_runner import EnvRunner, SampleResult
+
+log = logging.getLogger(__name__)
+
+SAMPLE_TIMEOUT_S = 600.0  # a runner that takes longer is treated as hung (clear error)
+MAX_ROUNDS = 8  # sampling rounds per iteration before giving up (every round lost a runner)
+# Ray 2.60 turns token auth on by default; a private local cluster runs without it, and every
+# process talking to a cluster must agree (the service's launcher sets the same for jobs).
+RAY_ENV_DEFAULTS = {
+    "RAY_AUTH_MODE": "disabled",
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_USAGE_STATS_ENABLED": "0",
+}
+
+
+def needs_ray(config: PPOConfig) -> bool:
+    return config.num_env_runners > 0 or config.num_learners > 0
+
+
+def ensure_ray(config: PPOConfig) -> None:
+    """Connect to RAY_ADDRESS, or start a private local Ray when none is running.
+
+    Local mode follows the platform rules: explicit CPUs and object store size (the default is
+    30 % of RAM), a private temp dir (a stale default one can hang `ray.init`), no dashboard.
+    Ray's local head picks a free GCS port (never 6379, where Redis may listen).
+    """
+    import ray
+
+    if ray.is_initialized():
+        return
+    for key, value in RAY_ENV_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    address = os.environ.get("RAY_ADDRESS") or "local"
+    if address == "local":
+        ray.init(
+            address="local",
+            num_cpus=max(2, math.ceil(config.ray_cpus)),
+            num_gpus=math.ceil(config.num_learners * config.num_gpus_per_learner),
+            object_store_memory=256 * 1024**2,
+            include_dashboard=False,
+            _temp_dir=tempfile.mkdtemp(prefix="rollout-ray-", dir="/tmp"),
+            log_to_driver=True,
+        )
+    else:
+        ray.init(address=address, log_to_driver=True)
+
+
+class EnvRunnerGroup:
+    """Samples a whole train batch per call, from one local runner or from N Ray actors."""
+
+    def __init__(self, config: PPOConfig) -> None:
+        self.config = config
+        self.restarts = 0
+        self.connector_state: dict[str, Any] = {}  # merged global state (obs filter stats)
+        self._weights: tuple[int, Any] | None = None  # (version, weights or their ObjectRef)
+        self.local: EnvRunner | None = None
+        self._actors: list[Any] = []
+        self._generation: list[int] = []
+        if config.num_env_runners == 0:
+            self.local = EnvRunner(config, worker_index=0)
+        else:
+            self._actors = [self._new_actor(i + 1, 0) for i in range(config.num_env_runners)]
+            self._generation = [0] * config.num_env_runners
+
+    def _new_actor(self, worker_index: int, generation: int) -> Any:
+        import ray
+
+        remote_cls = ray.remote(EnvRunner)  # the one place EnvRunner becomes an actor
+        return remote_cls.options(num_cpus=self.config.num_cpus_per_env_runner).remote(
+            self.config, worker_index, generation, seed_torch=True
+        )
+
+    # --- weights -------------------------------------------------------------------------------
+    def sync_weights(self, version: int, weights: dict[str, np.ndarray]) -> None:
+        """Send policy weights and the merged connector state to every runner (no wait: actor
+        calls run in order, so the next sample() already sees them)."""
+        if self.local is not None:
+            self.local.set_weights(version, weights, self.connector_state)
+            self._weights = (version, weights)
+            return
+        import ray
+
+        ref = ray.put(weights)
+        self._weights = (version, ref)
+        for actor in self._actors:
+            actor.set_weights.remote(version, ref, self.connector_state)
+
+    # --- sampling ------------------------------------------------------------------------------
+    def sample(self, num_timesteps: int) -> list[SampleResult]:
+        """At least `num_timesteps` env steps, split evenly over the runners."""
+        if self.local is not None:
+            results = [self.local.sample(num_timesteps)]
+        else:
+            results = self._sample_remote(num_timesteps)
+        self.connector_state = merge_filter_states(
+            self.connector_state, [r.connector_delta for r in results]
+        )
+        return results
+
+    def _sample_remote(self, num_timesteps: int) -> list[SampleResult]:
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        results: list[SampleResult] = []
+        collected = 0
+        for _ in range(MAX_ROUNDS):
+            if collected >= num_timesteps:
+                return results
+            quota = math.ceil((num_timesteps - collected) / len(self._actors))
+            futures = [actor.sample.remote(quota) for actor in self._actors]
+            try:
+                round_results = ray.get(futures, timeout=SAMPLE_TIMEOUT_S)
+            except RayActorError:
+                round_results = self._collect_survivors(futures)
+            except GetTimeoutError as exc:
+                raise TimeoutError(
+                    f"EnvRunners did not return {quota} steps within {SAMPLE_TIMEOUT_S}s"
+                ) from exc
+            results.extend(round_results)
+            collected += sum(r.env_steps for r in round_results)
+        if collected < num_timesteps:
+            raise RuntimeError(f"EnvRunners kept failing: {MAX_ROUNDS} rounds lost a runner")
+        return results
+
+    def _collect_survivors(self, futures: list[Any]) -> list[SampleResult]:
+        """Results of the runners that are alive; replace the dead ones."""
+        import ray
+        from ray.exceptions import RayActorError
+
+        alive: list[SampleResult] = []
+        for i, future in enumerate(futures):
+            try:
+                alive.append(ray.get(future, timeout=SAMPLE_TIMEOUT_S))
+            except RayActorError as exc:
+                self._restart(i, exc)
+        return alive
+
+    def _restart(self, i: int, exc: Exception) -> None:
+        import ray
+
+        self.restarts += 1
+        self._generation[i] += 1
+        log.warning(
+            "EnvRunner %d died (%s); restarting it (restart #%d)",
+            i + 1,
+            type(exc).__name__,
+            self.restarts,
+        )
+        ray.kill(self._actors[i], no_restart=True)
+        actor = self._new_actor(i + 1, self._generation[i])
+        if self._weights is not None:
+            version, ref = self._weights
+            actor.set_weights.remote(version, ref, self.connector_state)
+        self._actors[i] = actor
+
+    @property
+    def actors(self) -> list[Any]:
+        """The runner actors (tests kill one to check recovery)."""
+        return list(self._actors)
+
+    def stop(self) -> None:
+        if self.local is not None:
+            self.local.stop()
+        if self._actors:
+            import ray
+
+            for actor in self._actors:
+                ray.kill(actor, no_restart=True)
+            self._actors = []
