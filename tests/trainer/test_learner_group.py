@@ -1,0 +1,107 @@
+"""LearnerGroup: sharding, the in-process learner, and data-parallel DDP over Ray actors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tests.trainer.test_learner import DISCRETE, OBS, make_chunks
+from trainer.batch import shard_chunks
+from trainer.config import ModelConfig, PPOConfig
+from trainer.learner import PPOLearner
+from trainer.learner_group import LearnerGroup, average_stats
+
+
+def test_shards_are_whole_chunks_balanced_by_steps() -> None:
+    rng = np.random.default_rng(0)
+    chunks = []
+    for length in (50, 40, 30, 20, 10, 10, 5, 5):
+        chunks += make_chunks(None, rng, num_chunks=1, length=length)
+    shards = shard_chunks(chunks, 2)
+    sizes = [sum(len(c) for c in s) for s in shards]
+    assert sorted(sizes) == [85, 85]
+    assert sorted(id(c) for s in shards for c in s) == sorted(id(c) for c in chunks)
+    with pytest.raises(ValueError, match="cannot feed 3 learners"):
+        shard_chunks(chunks[:2], 3)
+
+
+def test_average_stats_sums_steps_and_takes_the_slowest_time() -> None:
+    a = {"policy_loss": 1.0, "num_steps_trained": 100.0, "time_sgd_s": 0.5}
+    b = {"policy_loss": 3.0, "num_steps_trained": 120.0, "time_sgd_s": 0.7}
+    assert average_stats([a, b]) == {
+        "policy_loss": 2.0,
+        "num_steps_trained": 220.0,
+        "time_sgd_s": 0.7,
+    }
+
+
+def test_local_group_runs_in_process() -> None:
+    cfg = PPOConfig(train_batch_size_per_learner=512, minibatch_size=256, num_epochs=2)
+    group = LearnerGroup(cfg, OBS, DISCRETE)
+    assert group.local is not None and group.workers == []
+    before = group.get_inference_weights()
+    metrics = group.update(make_chunks(None, np.random.default_rng(1)), env_steps=512)
+    assert metrics["num_steps_trained"] == 512
+    after = group.get_inference_weights()
+    assert any(not np.array_equal(before[k], after[k]) for k in before)
+    state = group.get_state()
+    group.set_state(state)
+    group.stop()
+
+
+def _ddp_config(**overrides) -> PPOConfig:
+    """Full-batch epochs without advantage standardisation: then 2 ranks x half the data do
+    exactly what 1 learner does with all of it (mean of equal-size shard means = overall mean)."""
+    base = {
+        "num_learners": 2,
+        "num_cpus_per_learner": 0.5,
+        "train_batch_size_per_learner": 256,
+        "minibatch_size": 256,
+        "num_epochs": 3,
+        "normalize_advantages": False,
+        "kl_coeff": 0.2,
+        "lr": 1e-2,
+        "model": ModelConfig(hidden_sizes=(16, 16)),
+    }
+    return PPOConfig(**{**base, **overrides})
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(240)
+def test_ddp_learners_stay_identical_and_match_one_learner(ray_client) -> None:
+    import ray
+
+    cfg = _ddp_config()
+    chunks = make_chunks(None, np.random.default_rng(2), num_chunks=16, length=32)  # 512 steps
+    group = LearnerGroup(cfg, OBS, DISCRETE)
+    try:
+        initial = group.get_inference_weights()
+        metrics = group.update(chunks, env_steps=512)
+        states = ray.get([w.get_state.remote() for w in group.workers], timeout=60)
+        rank0, rank1 = (s["module"] for s in states)
+        for name in rank0:
+            torch.testing.assert_close(rank0[name], rank1[name], rtol=0, atol=0, msg=name)
+        after = group.get_inference_weights()
+        assert any(not np.allclose(initial[k], after[k]) for k in initial)
+        assert metrics["num_steps_trained"] == 512
+        assert states[0]["kl_coeff"] == states[1]["kl_coeff"] == metrics["kl_coeff"]
+
+        # One learner, the same initial weights (same seed), the combined batch in one minibatch.
+        single_cfg = cfg.model_copy(
+            update={"num_learners": 0, "train_batch_size_per_learner": 512, "minibatch_size": 512}
+        )
+        single = PPOLearner(single_cfg, OBS, DISCRETE)
+        for name, value in single.get_inference_weights().items():
+            np.testing.assert_array_equal(value, initial[name])
+        single.update(chunks, env_steps=512)
+        for name, value in single.module.state_dict().items():
+            torch.testing.assert_close(rank0[name], value, rtol=1e-4, atol=1e-5, msg=name)
+
+        # State goes out from rank 0 and back into every rank.
+        group.set_state(single.get_state())
+        states = ray.get([w.get_state.remote() for w in group.workers], timeout=60)
+        for name, value in single.module.state_dict().items():
+            torch.testing.assert_close(states[1]["module"][name], value, rtol=0, atol=0)
+    finally:
+        group.stop()
