@@ -65,7 +65,11 @@ class ReporterStats:
 
 
 class Reporter:
-    """Reports one experiment's progress to the API from a background thread."""
+    """Reports one experiment's progress to the API from a background thread.
+
+    `close()` ends the background sender (after delivering what it holds, or a timeout); the
+    synchronous calls (`report_status`, `fetch_spec`, `download`) work until `shutdown()`.
+    """
 
     def __init__(
         self,
@@ -134,8 +138,8 @@ class Reporter:
 
     # --- synchronous calls --------------------------------------------------------------------
     def fetch_spec(self, timeout_s: float = 60.0) -> dict[str, Any]:
-        """The experiment's config (and resume source), fetched with the job token."""
-        return self._call_with_retries("GET", f"{self._base}/spec", timeout_s).json()
+        """The experiment's config (and checkpoint to resume from), fetched with the job token."""
+        return self._call_with_retries("GET", self._base, timeout_s).json()
 
     def download(self, url_path: str, dest: Path, timeout_s: float = 120.0) -> Path:
         """Stream a file (e.g. a checkpoint to resume from) from the API to `dest`."""
@@ -185,8 +189,11 @@ class Reporter:
             self._abandoned = True
         if not delivered:
             log.warning("reporter: API unreachable, undelivered data kept in %s", self.metrics_path)
-        self._client.close()
         return delivered
+
+    def shutdown(self) -> None:
+        """Release the HTTP connection (after `close()` and the final status report)."""
+        self._client.close()
 
     # --- the sender thread --------------------------------------------------------------------
     def _has_work(self) -> bool:
@@ -213,7 +220,7 @@ class Reporter:
                 log.error("reporter: %s", exc)
             except Exception:
                 if self._abandoned:
-                    return  # close() gave up and closed the client under us
+                    return  # close() gave up on this thread
                 log.exception("reporter: unexpected error; retrying")
                 time.sleep(self._backoff.max_s)
 

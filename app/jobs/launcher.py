@@ -1,0 +1,211 @@
+"""Submit, stop and inspect experiment jobs through the Ray Jobs API.
+
+One experiment = one Ray job running `<this interpreter> -m trainer.job`: the same virtualenv as
+the service, no runtime_env upload of the project. Everything the job needs travels in its
+runtime_env environment (never on its command line): the API URL, its own job token, its
+experiment id. The Ray SDK client is blocking (requests), so every call runs in a thread.
+Cluster usage comes from the dashboard's HTTP API (asynchronously, no Ray driver in the API).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import sys
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from app.jobs.resources import ClusterResources, ExperimentResources
+from trainer.wire import ENV_API_URL, ENV_EXPERIMENT_ID, ENV_JOB_DIR, ENV_JOB_TOKEN
+
+if TYPE_CHECKING:
+    from ray.job_submission import JobSubmissionClient
+
+# Ray settings a job's processes must share with the cluster (auth mode above all).
+PASSTHROUGH_ENV = (
+    "RAY_AUTH_MODE",
+    "RAY_AUTH_TOKEN_PATH",
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER",
+    "RAY_USAGE_STATS_ENABLED",
+)
+LOG_TAIL_LINES = 100
+
+
+class RayJobState(StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    STOPPED = "STOPPED"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    MISSING = "MISSING"  # the cluster does not know the job (restarted cluster, deleted job)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self not in (RayJobState.PENDING, RayJobState.RUNNING)
+
+
+@dataclass(frozen=True)
+class RayJob:
+    state: RayJobState
+    message: str = ""
+    exit_code: int | None = None
+
+
+class RayUnavailable(RuntimeError):
+    """The Ray dashboard (Jobs API) did not answer."""
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """Everything needed to launch one experiment."""
+
+    experiment_id: int
+    resources: ExperimentResources
+    token: str
+    api_url: str
+    job_dir: Path
+
+
+def new_submission_id(experiment_id: int) -> str:
+    return f"rollout-exp{experiment_id}-{secrets.token_hex(4)}"
+
+
+class RayJobLauncher:
+    """The service's handle on a Ray cluster's Jobs API and usage numbers."""
+
+    def __init__(self, dashboard_url: str, *, stop_grace_s: float) -> None:
+        self.dashboard_url = dashboard_url.rstrip("/")
+        self.stop_grace_s = stop_grace_s
+        self._client: JobSubmissionClient | None = None
+        self._http = httpx.AsyncClient(base_url=self.dashboard_url, timeout=10)
+
+    async def connect(self) -> None:
+        from ray.job_submission import JobSubmissionClient
+
+        try:
+            self._client = await asyncio.to_thread(JobSubmissionClient, self.dashboard_url)
+        except Exception as exc:
+            raise RayUnavailable(f"Ray Jobs API at {self.dashboard_url}: {exc}") from exc
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    @property
+    def client(self) -> JobSubmissionClient:
+        if self._client is None:
+            raise RayUnavailable("not connected to Ray")
+        return self._client
+
+    # --- jobs ---------------------------------------------------------------------------------
+    def runtime_env(self, request: JobRequest) -> dict[str, Any]:
+        env_vars = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
+        env_vars |= {
+            ENV_API_URL: request.api_url,
+            ENV_JOB_TOKEN: request.token,
+            ENV_EXPERIMENT_ID: str(request.experiment_id),
+            ENV_JOB_DIR: str(request.job_dir),
+            # The job supervisor SIGKILLs the driver this long after stop_job's SIGTERM (Ray's
+            # default is 3 s): leave time to save and upload a final checkpoint.
+            "RAY_JOB_STOP_WAIT_TIME_S": str(int(self.stop_grace_s)),
+            "PYTHONUNBUFFERED": "1",
+        }
+        return {"env_vars": env_vars}
+
+    async def submit(self, submission_id: str, request: JobRequest) -> str:
+        """Start the experiment's job; returns the Ray submission id."""
+        need = request.resources
+        kwargs: dict[str, Any] = {
+            "entrypoint": f"{sys.executable} -m trainer.job",
+            "submission_id": submission_id,
+            "runtime_env": self.runtime_env(request),
+            "entrypoint_num_cpus": need.driver_cpus,
+            "metadata": {"rollout_experiment_id": str(request.experiment_id)},
+        }
+        if need.driver_gpus:
+            kwargs["entrypoint_num_gpus"] = need.driver_gpus
+        try:
+            return await asyncio.to_thread(lambda: self.client.submit_job(**kwargs))
+        except (ConnectionError, OSError) as exc:
+            raise RayUnavailable(str(exc)) from exc
+
+    async def stop(self, submission_id: str) -> bool:
+        """SIGTERM the job's driver (it saves a final checkpoint); False if no such job."""
+        try:
+            return await asyncio.to_thread(self.client.stop_job, submission_id)
+        except RuntimeError as exc:
+            if _is_not_found(exc):
+                return False
+            raise RayUnavailable(str(exc)) from exc
+        except (ConnectionError, OSError) as exc:
+            raise RayUnavailable(str(exc)) from exc
+
+    async def job(self, submission_id: str) -> RayJob:
+        try:
+            info = await asyncio.to_thread(self.client.get_job_info, submission_id)
+        except RuntimeError as exc:
+            if _is_not_found(exc):
+                return RayJob(RayJobState.MISSING, f"Ray job {submission_id} does not exist")
+            raise RayUnavailable(str(exc)) from exc
+        except (ConnectionError, OSError) as exc:
+            raise RayUnavailable(str(exc)) from exc
+        return RayJob(
+            RayJobState(str(info.status.value)),
+            message=info.message or "",
+            exit_code=getattr(info, "driver_exit_code", None),
+        )
+
+    async def log_tail(self, submission_id: str, lines: int = LOG_TAIL_LINES) -> str:
+        """The last `lines` lines of the job's driver log ('' if Ray has none)."""
+        try:
+            text = await asyncio.to_thread(self.client.get_job_logs, submission_id)
+        except Exception:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    # --- cluster --------------------------------------------------------------------------------
+    async def cluster_resources(self) -> ClusterResources | None:
+        """Totals and usage over all nodes; None while Ray has not reported them yet."""
+        try:
+            response = await self._http.get("/api/cluster_status")
+            response.raise_for_status()
+            usage = response.json()["data"]["clusterStatus"]["loadMetricsReport"]["usage"]
+        except (httpx.HTTPError, KeyError, TypeError, ValueError) as exc:
+            raise RayUnavailable(f"cluster status from {self.dashboard_url}: {exc}") from exc
+        if "CPU" not in usage:
+            return None
+        used_cpus, total_cpus = usage["CPU"]
+        used_gpus, total_gpus = usage.get("GPU", (0.0, 0.0))
+        return ClusterResources(
+            total_cpus=float(total_cpus),
+            used_cpus=float(used_cpus),
+            total_gpus=float(total_gpus),
+            used_gpus=float(used_gpus),
+        )
+
+    async def reachable(self) -> bool:
+        try:
+            response = await self._http.get("/api/version", timeout=3)
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+
+def _is_not_found(exc: Exception) -> bool:
+    return "status code 404" in str(exc)
+
+
+def dashboard_url_for(address: str) -> str:
+    """The Jobs API URL of a cluster given as `http(s)://dashboard`, `ray://...` or `host:port`.
+
+    Resolving a GCS address asks the cluster itself (blocking; call it in a thread).
+    """
+    if address.startswith(("http://", "https://")):
+        return address
+    from ray.dashboard.utils import get_address_for_submission_client
+
+    return get_address_for_submission_client(address)

@@ -1,0 +1,297 @@
+"""Bring experiment states in line with Ray, every second or so (and at once when woken).
+
+One tick:
+1. new experiments (`pending`) join the queue (`queued`);
+2. every experiment that owns a Ray job (`running`, `stopping`) is compared with its job: a job
+   Ray reports ended while the experiment still runs means the job could not report itself
+   (crash, OOM kill, cluster restart): the experiment ends accordingly, with Ray's message and
+   the tail of the job log; a `stopping` experiment whose job outlives the grace period is
+   marked stopped anyway;
+3. queued experiments start in order while their whole resource budget (driver + actors) fits
+   the cluster's free CPUs/GPUs and the concurrency cap allows.
+
+The database is the only state that matters (several API processes, restarts): the in-memory
+bits here (when a stop was sent) only throttle repeated calls. Every change goes through the
+experiments service's `transition`, which records the event and publishes it live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.config import Settings
+from app.core.db import SessionMaker, run_in_transaction, utcnow
+from app.experiments import service
+from app.experiments.lifecycle import ExperimentStatus
+from app.experiments.models import Experiment
+from app.jobs.launcher import (
+    JobRequest,
+    RayJob,
+    RayJobLauncher,
+    RayJobState,
+    RayUnavailable,
+    new_submission_id,
+)
+from app.jobs.resources import ExperimentResources, fits
+from trainer.config import PPOConfig
+
+log = logging.getLogger(__name__)
+S = ExperimentStatus
+ACTIVE = (S.running, S.stopping)
+# A job submitted by another API process may not exist yet for a moment after its claim.
+MISSING_GRACE_S = 30.0
+STOP_RESEND_S = 5.0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What one tick needs to know about an unfinished experiment."""
+
+    id: int
+    status: ExperimentStatus
+    resources: ExperimentResources
+    ray_job_id: str | None
+    started_at: dt.datetime | None
+
+
+def snapshots(session: Session) -> list[Snapshot]:
+    unfinished = (S.pending, S.queued, S.running, S.stopping)
+    rows = session.scalars(
+        select(Experiment).where(Experiment.status.in_(unfinished)).order_by(Experiment.id)
+    )
+    return [
+        Snapshot(
+            id=e.id,
+            status=e.status,
+            resources=ExperimentResources.of(PPOConfig.model_validate(e.config)),
+            ray_job_id=e.ray_job_id,
+            started_at=e.started_at,
+        )
+        for e in rows
+    ]
+
+
+def _settle(
+    session: Session,
+    experiment_id: int,
+    expected: tuple[ExperimentStatus, ...],
+    to: ExperimentStatus,
+    reason: str,
+    error: str | None = None,
+    log_tail: str | None = None,
+) -> bool:
+    """Transition only if the experiment is still in one of `expected` (its job may have
+    reported meanwhile: the job's own report wins)."""
+    exp = service.get(session, experiment_id, lock=True)
+    if exp.status not in expected:
+        return False
+    service.transition(session, experiment_id, to, reason, error=error, log_tail=log_tail)
+    return True
+
+
+class Reconciler:
+    def __init__(
+        self,
+        settings: Settings,
+        sessionmaker: SessionMaker,
+        launcher: RayJobLauncher,
+        *,
+        interval_s: float = 1.0,
+    ) -> None:
+        self.settings = settings
+        self.sessionmaker = sessionmaker
+        self.launcher = launcher
+        self.interval_s = interval_s
+        self._wake = asyncio.Event()
+        self._stops_sent: dict[int, tuple[float, float]] = {}  # id -> (first, last) monotonic
+        self._last_error = ""
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Tick forever (cancel the task to end it); errors are logged, never fatal."""
+        while True:
+            self._wake.clear()
+            try:
+                await self.tick()
+                self._last_error = ""
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                message = f"{type(exc).__name__}: {exc}"
+                if message != self._last_error:  # say it once, not every second
+                    log.warning(
+                        "reconciler: %s", message, exc_info=not isinstance(exc, RayUnavailable)
+                    )
+                self._last_error = message
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.interval_s)
+
+    async def tick(self) -> None:
+        snaps = await self._db(snapshots)
+        for snap in snaps:
+            if snap.status == S.pending:
+                await self._db(
+                    _settle, snap.id, (S.pending,), S.queued, "waiting for cluster resources"
+                )
+        active = [s for s in snaps if s.status in ACTIVE]
+        if active:
+            jobs = await asyncio.gather(*(self._job_of(s) for s in active))
+            for snap, job in zip(active, jobs, strict=True):
+                await self._check(snap, job)
+        queued = [s for s in snaps if s.status in (S.pending, S.queued)]
+        if queued:
+            await self._launch_fitting(queued, active)
+
+    # --- running jobs ---------------------------------------------------------------------------
+    async def _job_of(self, snap: Snapshot) -> RayJob:
+        if snap.ray_job_id is None:
+            return RayJob(RayJobState.MISSING, "no Ray job was recorded for this experiment")
+        return await self.launcher.job(snap.ray_job_id)
+
+    async def _check(self, snap: Snapshot, job: RayJob) -> None:
+        if job.state == RayJobState.MISSING:
+            if _age_s(snap.started_at) < MISSING_GRACE_S:
+                return
+            if snap.status == S.stopping:
+                await self._db(_settle, snap.id, ACTIVE, S.stopped, job.message)
+            else:
+                await self._db(_settle, snap.id, ACTIVE, S.failed, job.message, job.message)
+        elif job.state.is_terminal:
+            await self._ended(snap, job)
+        elif snap.status == S.stopping:
+            await self._drive_stop(snap)
+
+    async def _ended(self, snap: Snapshot, job: RayJob) -> None:
+        """The Ray job ended but the experiment was not told by the job itself."""
+        assert snap.ray_job_id is not None
+        tail = await self.launcher.log_tail(snap.ray_job_id)
+        self._stops_sent.pop(snap.id, None)
+        if job.state == RayJobState.FAILED:
+            reason = f"Ray job {snap.ray_job_id} failed"
+            error = job.message or reason
+            await self._db(_settle, snap.id, ACTIVE, S.failed, reason, error, tail or None)
+        elif job.state == RayJobState.STOPPED or snap.status == S.stopping:
+            reason = f"Ray job {snap.ray_job_id} was stopped before it reported"
+            await self._db(_settle, snap.id, ACTIVE, S.stopped, reason, None, tail or None)
+        else:
+            reason = f"Ray job {snap.ray_job_id} ended without reporting a final status"
+            await self._db(_settle, snap.id, ACTIVE, S.succeeded, reason, None, tail or None)
+
+    async def _drive_stop(self, snap: Snapshot) -> None:
+        """(Re)send stop_job; after the grace period give up waiting and mark it stopped."""
+        assert snap.ray_job_id is not None
+        now = time.monotonic()
+        first, last = self._stops_sent.get(snap.id, (now, 0.0))
+        if now - first > self.launcher.stop_grace_s + 10:
+            reason = (
+                f"Ray job {snap.ray_job_id} did not end within "
+                f"{self.launcher.stop_grace_s:.0f}s of the stop request; marked stopped"
+            )
+            await self._db(_settle, snap.id, (S.stopping,), S.stopped, reason)
+            self._stops_sent.pop(snap.id, None)
+            await self.launcher.stop(snap.ray_job_id)
+            return
+        if now - last >= STOP_RESEND_S:
+            self._stops_sent[snap.id] = (first, now)
+            await self.launcher.stop(snap.ray_job_id)
+
+    async def request_stop(self, experiment_id: int) -> None:
+        """The experiment is now `stopping`: SIGTERM its job right away."""
+
+        def job_id(session: Session) -> str | None:
+            return service.get(session, experiment_id).ray_job_id
+
+        ray_job_id = await self._db(job_id)
+        now = time.monotonic()
+        self._stops_sent[experiment_id] = (now, now)
+        if ray_job_id is not None:
+            try:
+                await self.launcher.stop(ray_job_id)
+            except RayUnavailable as exc:
+                log.warning("stop of %s failed (%s); the reconciler retries", ray_job_id, exc)
+        self.wake()
+
+    # --- the queue ------------------------------------------------------------------------------
+    async def _launch_fitting(self, queued: list[Snapshot], active: list[Snapshot]) -> None:
+        cluster = await self.launcher.cluster_resources()
+        if cluster is None:
+            return  # Ray has not reported its resources yet
+        free_cpus, free_gpus = cluster.free(
+            sum(s.resources.cpus for s in active), sum(s.resources.gpus for s in active)
+        )
+        slots = self.settings.max_concurrent_experiments - len(active)
+        for snap in queued:  # oldest first; a big experiment is not overtaken by small ones
+            need = snap.resources
+            if not cluster.can_ever_fit(need):
+                error = (
+                    f"the experiment needs {need.describe()} but the whole Ray cluster has "
+                    f"{cluster.total_cpus:g} CPU and {cluster.total_gpus:g} GPU"
+                )
+                await self._db(
+                    _settle, snap.id, (S.pending, S.queued), S.failed, "does not fit", error
+                )
+                continue
+            if slots <= 0 or not fits(need, free_cpus, free_gpus):
+                return
+            if await self._launch(snap):
+                slots -= 1
+                free_cpus -= need.cpus
+                free_gpus -= need.gpus
+
+    async def _launch(self, snap: Snapshot) -> bool:
+        submission_id = new_submission_id(snap.id)
+        reason = f"submitted as Ray job {submission_id} ({snap.resources.describe()})"
+
+        def claim(session: Session) -> str | None:
+            exp = service.get(session, snap.id, lock=True)
+            if exp.status not in (S.pending, S.queued):
+                return None  # stopped meanwhile, or claimed by another API process
+            token = service.issue_job_token(session, snap.id)
+            service.set_ray_job_id(session, snap.id, submission_id)
+            service.transition(session, snap.id, S.running, reason)
+            return token
+
+        token = await self._db(claim)
+        if token is None:
+            return False
+        request = JobRequest(
+            experiment_id=snap.id,
+            resources=snap.resources,
+            token=token,
+            api_url=self.settings.api_url,
+            job_dir=job_dir(self.settings, snap.id),
+        )
+        try:
+            await self.launcher.submit(submission_id, request)
+        except Exception as exc:
+            log.warning("submit of experiment %s failed: %s", snap.id, exc)
+            error = f"could not submit the Ray job: {type(exc).__name__}: {exc}"
+            await self._db(_settle, snap.id, ACTIVE, S.failed, "launch failed", error)
+            return False
+        log.info("experiment %s: %s", snap.id, reason)
+        return True
+
+    async def _db(self, fn, *args):  # type: ignore[no-untyped-def]
+        return await asyncio.to_thread(run_in_transaction, self.sessionmaker, fn, *args)
+
+
+def job_dir(settings: Settings, experiment_id: int) -> Path:
+    """Where a job on the service's own machine keeps its local files (JSONL copy, archives)."""
+    return (settings.data_dir / "jobs" / str(experiment_id)).resolve()
+
+
+def _age_s(since: dt.datetime | None) -> float:
+    if since is None:
+        return float("inf")
+    return (utcnow() - since).total_seconds()

@@ -1,0 +1,243 @@
+"""The Ray job entrypoint the service launches: `python -m trainer.job`.
+
+Runs one experiment and reports everything to the API over HTTP with the job's own token. All
+inputs come from the environment (never the command line, which Ray shows to everyone): the API
+URL, the token and the experiment id; the config itself is fetched from the API, so a job on
+another node of the cluster needs no shared filesystem.
+
+Lifecycle as seen by the API: `running` once the job starts; metrics and a progress log line
+every iteration; a checkpoint every `checkpoint_every` iterations and at the end; finally
+`succeeded` (with the stop criterion met), `stopped` (SIGTERM from `stop_job`: a final checkpoint
+is saved and uploaded first) or `failed` (with the error and the traceback tail).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from trainer.config import PPOConfig
+from trainer.reporter import Reporter
+from trainer.wire import (
+    API_PREFIX,
+    ENV_API_URL,
+    ENV_EXPERIMENT_ID,
+    ENV_JOB_DIR,
+    ENV_JOB_TOKEN,
+    CheckpointMeta,
+)
+
+if TYPE_CHECKING:
+    from trainer.algorithm import PPO
+
+log = logging.getLogger("trainer.job")
+
+FLUSH_TIMEOUT_S = 60.0
+LOG_TAIL_LINES = 100
+
+
+@dataclass(frozen=True)
+class JobEnv:
+    """What the launcher passes in the job's environment."""
+
+    api_url: str
+    token: str
+    experiment_id: str
+    job_dir: Path
+
+    @classmethod
+    def from_environ(cls, environ: dict[str, str] | os._Environ[str] = os.environ) -> JobEnv:
+        missing = [k for k in (ENV_API_URL, ENV_JOB_TOKEN, ENV_EXPERIMENT_ID) if not environ.get(k)]
+        if missing:
+            raise SystemExit(f"trainer.job: missing environment variables: {', '.join(missing)}")
+        exp_id = environ[ENV_EXPERIMENT_ID]
+        return cls(
+            api_url=environ[ENV_API_URL],
+            token=environ[ENV_JOB_TOKEN],
+            experiment_id=exp_id,
+            job_dir=_usable_job_dir(environ.get(ENV_JOB_DIR), exp_id),
+        )
+
+
+def _usable_job_dir(wanted: str | None, exp_id: str) -> Path:
+    """The launcher's job dir if this node can write there, else a private temp dir."""
+    if wanted:
+        try:
+            path = Path(wanted)
+            path.mkdir(parents=True, exist_ok=True)
+            if os.access(path, os.W_OK):
+                return path
+        except OSError:
+            pass
+    return Path(tempfile.mkdtemp(prefix=f"rollout-job-{exp_id}-"))
+
+
+class StopFlag:
+    """Set by SIGTERM/SIGINT; the loop checks it between iterations and stops cleanly."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self._handle)
+        signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        log.warning("received %s: stopping after this iteration", signal.Signals(signum).name)
+        self._event.set()
+
+    @property
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+
+class ExperimentRun:
+    """One experiment's training loop and its reports to the API."""
+
+    def __init__(self, env: JobEnv, reporter: Reporter, stop_flag: StopFlag) -> None:
+        self.env = env
+        self.reporter = reporter
+        self.stop_flag = stop_flag
+        self.t0 = time.monotonic()
+        self.last_saved_iteration = -1
+        self.last_metrics: dict[str, float] | None = None
+        self.best_return = -math.inf
+
+    def run(self) -> int:
+        """Train until a stop criterion or a stop request; returns the process exit code."""
+        algo: PPO | None = None
+        try:
+            spec = self.reporter.fetch_spec()
+            config = PPOConfig.model_validate(spec["config"])
+            self.reporter.report_status("running", reason="job started")
+            algo = self._build(config, spec)
+            reason = self._loop(algo, config)
+            self._save(algo, final=True)
+            self._finish(reason)
+            return 0
+        except Exception as exc:
+            tail = "".join(traceback.format_exception(exc)).splitlines()[-LOG_TAIL_LINES:]
+            log.error("experiment failed:\n%s", "\n".join(tail))
+            self._fail(f"{type(exc).__name__}: {exc}", "\n".join(tail))
+            return 1
+        finally:
+            if algo is not None:
+                algo.stop()
+
+    def _build(self, config: PPOConfig, spec: dict[str, Any]) -> PPO:
+        from trainer.algorithm import PPO
+
+        checkpoint_id = spec.get("resume_from_checkpoint_id")
+        if checkpoint_id is None:
+            return PPO(config, start_time=self.t0)
+        archive = self.env.job_dir / "resume_from.tar.gz"
+        url = f"{API_PREFIX}/jobs/experiments/{self.env.experiment_id}/resume_checkpoint"
+        self.reporter.download(url, archive)
+        self.reporter.add_log(f"resuming from checkpoint {checkpoint_id}")
+        # The new experiment's config wins (e.g. a later stop criterion); counters continue.
+        return PPO.from_checkpoint(archive, config, start_time=self.t0)
+
+    def _loop(self, algo: PPO, config: PPOConfig) -> str:
+        while True:
+            if self.stop_flag.is_set:
+                return "stop requested"
+            metrics = algo.train()
+            self._report_iteration(metrics)
+            iteration = int(metrics["iteration"])
+            if config.checkpoint_every and iteration % config.checkpoint_every == 0:
+                self._save(algo, final=False, metrics=metrics)
+            if reason := algo.stop_reason():
+                return reason
+
+    def _report_iteration(self, metrics: dict[str, float]) -> None:
+        self.last_metrics = metrics
+        step = int(metrics["env_steps"])
+        self.reporter.add_metrics(step, time.monotonic() - self.t0, metrics)
+        ret = metrics.get("episode_return_mean", math.nan)
+        if math.isfinite(ret):
+            self.best_return = max(self.best_return, ret)
+        self.reporter.add_log(progress_line(metrics, self.best_return))
+
+    def _save(self, algo: PPO, *, final: bool, metrics: dict[str, float] | None = None) -> None:
+        """Save, pack and queue a checkpoint (skipped when this iteration is saved already)."""
+        from trainer.checkpoint import pack
+
+        metrics = metrics or self.last_metrics
+        if metrics is None:
+            return  # stopped before the first iteration: nothing worth saving
+        iteration = int(metrics["iteration"])
+        if iteration == self.last_saved_iteration:
+            return
+        directory = algo.save_checkpoint(self.env.job_dir / "checkpoints" / f"iter_{iteration:06d}")
+        archive = pack(directory)
+        shutil.rmtree(directory, ignore_errors=True)
+        ret = metrics.get("episode_return_mean")
+        meta = CheckpointMeta(
+            iteration=iteration,
+            env_steps=int(metrics["env_steps"]),
+            episode_return_mean=ret if ret is not None and math.isfinite(ret) else None,
+        )
+        self.reporter.add_checkpoint(archive, meta)
+        self.last_saved_iteration = iteration
+        kind = "final checkpoint" if final else "checkpoint"
+        self.reporter.add_log(f"{kind} saved at iteration {iteration}")
+
+    def _finish(self, reason: str) -> None:
+        if not self.reporter.close(FLUSH_TIMEOUT_S):
+            log.warning("not every metric/checkpoint reached the API; see %s", self.env.job_dir)
+        if self.stop_flag.is_set and reason == "stop requested":
+            self.reporter.report_status("stopped", reason="stopped by request")
+        else:
+            self.reporter.report_status("succeeded", reason=f"stop criterion met: {reason}")
+
+    def _fail(self, error: str, log_tail: str) -> None:
+        self.reporter.add_log(error)
+        self.reporter.close(FLUSH_TIMEOUT_S)
+        try:
+            self.reporter.report_status(
+                "failed", reason="job raised", error=error, log_tail=log_tail
+            )
+        except Exception:
+            log.exception("could not report the failure; the service reads Ray's job log instead")
+
+
+def progress_line(metrics: dict[str, float], best_return: float) -> str:
+    """One human-readable line per iteration for the dashboard's log tail."""
+    ret = metrics.get("episode_return_mean", math.nan)
+    sps = metrics.get("env_steps_per_s", math.nan)
+    best = f"{best_return:.1f}" if math.isfinite(best_return) else "-"
+    return (
+        f"iter {int(metrics['iteration'])} steps {int(metrics['env_steps'])} "
+        f"return {ret:.1f} (best {best}) {sps:.0f} steps/s"
+    )
+
+
+def main() -> int:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    stop_flag = StopFlag()
+    stop_flag.install()
+    env = JobEnv.from_environ()
+    reporter = Reporter(env.api_url, env.token, env.experiment_id, env.job_dir)
+    log.info("experiment %s, job dir %s", env.experiment_id, env.job_dir)
+    try:
+        return ExperimentRun(env, reporter, stop_flag).run()
+    finally:
+        reporter.shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
