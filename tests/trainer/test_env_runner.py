@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 
 import gymnasium as gym
@@ -54,7 +55,7 @@ def test_chunks_continue_across_sample_calls() -> None:
     continued = 0
     for chunks in by_id.values():
         assert chunks[0].t_started == 0
-        for prev, nxt in zip(chunks, chunks[1:], strict=False):
+        for prev, nxt in itertools.pairwise(chunks):
             assert prev.is_cut, "only a cut chunk may continue"
             assert nxt.t_started == prev.t_started + len(prev)
             np.testing.assert_array_equal(prev.obs[-1], nxt.obs[0])

@@ -1,0 +1,205 @@
+"""PPO iteration, metrics, stop criteria, resuming, and EnvRunner actors (with a restart)."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from trainer.algorithm import PPO
+from trainer.config import PPOConfig
+
+REQUIRED_METRICS = {
+    "iteration",
+    "env_steps",
+    "episodes",
+    "episode_return_mean",
+    "episode_return_min",
+    "episode_return_max",
+    "episode_len_mean",
+    "policy_loss",
+    "vf_loss",
+    "entropy",
+    "kl",
+    "kl_coeff",
+    "clip_fraction",
+    "explained_variance",
+    "grad_norm",
+    "lr",
+    "env_steps_per_s",
+    "time_sample_s",
+    "time_gae_s",
+    "time_sgd_s",
+    "time_weight_sync_s",
+    "time_iteration_s",
+    "time_s",
+    "policy_lag",
+    "env_runner_restarts",
+}
+CLASSIC_CONTROL = [
+    "CartPole-v1",
+    "Acrobot-v1",
+    "MountainCar-v0",
+    "MountainCarContinuous-v0",
+    "Pendulum-v1",
+]
+
+
+def _config(**overrides: object) -> PPOConfig:
+    base = {
+        "num_envs_per_env_runner": 4,
+        "train_batch_size_per_learner": 256,
+        "minibatch_size": 128,
+        "num_epochs": 2,
+        "stop": {"env_steps": 100_000},
+    }
+    return PPOConfig.model_validate({**base, **overrides})
+
+
+def test_iteration_metrics_and_counters() -> None:
+    algo = PPO(_config())
+    try:
+        first = algo.train()
+        second = algo.train()
+    finally:
+        algo.stop()
+    assert set(first) >= REQUIRED_METRICS
+    assert all(isinstance(v, float) for v in first.values())
+    assert first["iteration"] == 1 and second["iteration"] == 2
+    assert 256 <= first["env_steps"] < 256 + 4
+    assert second["env_steps"] >= first["env_steps"] + 256
+    assert second["episodes"] >= first["episodes"] > 0
+    assert first["policy_lag"] == 0 and second["policy_lag"] == 0
+    assert second["time_s"] > first["time_s"] > 0
+    assert first["episode_return_min"] <= first["episode_return_mean"]
+    assert first["episode_return_mean"] <= first["episode_return_max"]
+    assert algo.weights_version == 2
+
+
+def test_serial_mode_never_imports_ray() -> None:
+    code = (
+        "import sys; from trainer.algorithm import PPO; from trainer.config import PPOConfig\n"
+        "a = PPO(PPOConfig(train_batch_size_per_learner=64, minibatch_size=64, num_epochs=1))\n"
+        "a.train(); a.stop(); assert 'ray' not in sys.modules, 'ray was imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_return_window_is_last_100_episodes() -> None:
+    algo = PPO(_config(env_config={"max_episode_steps": 5}))
+    try:
+        for _ in range(3):
+            metrics = algo.train()
+    finally:
+        algo.stop()
+    assert metrics["episodes"] > 100
+    assert len(algo.window.returns) == 100
+    assert metrics["episode_return_mean"] == pytest.approx(np.mean(list(algo.window.returns)))
+
+
+def test_stop_reasons() -> None:
+    algo = PPO(_config(stop={"env_steps": 500, "episode_return_mean": 1e9}))
+    try:
+        assert algo.stop_reason() is None
+        algo.train()
+        assert algo.stop_reason() is None
+        algo.train()
+        assert algo.stop_reason() == "env_steps"
+    finally:
+        algo.stop()
+    low_bar = PPO(_config(stop={"episode_return_mean": 1.0, "env_steps": None}))
+    try:
+        low_bar.train()
+        assert low_bar.stop_reason() == "episode_return_mean"
+    finally:
+        low_bar.stop()
+    timed = PPO(_config(stop={"wall_seconds": 1e-3, "env_steps": None}))
+    try:
+        timed.train()
+        assert timed.stop_reason() == "wall_seconds"
+    finally:
+        timed.stop()
+
+
+@pytest.mark.parametrize("env_id", CLASSIC_CONTROL)
+def test_every_classic_control_env_runs_an_iteration(env_id: str) -> None:
+    algo = PPO(_config(env_id=env_id))
+    try:
+        metrics = algo.train()
+    finally:
+        algo.stop()
+    assert metrics["env_steps"] >= 256
+    assert math.isfinite(metrics["policy_loss"]) and math.isfinite(metrics["vf_loss"])
+
+
+def test_resume_restores_counters_weights_filter_and_window(tmp_path: Path) -> None:
+    config = _config(normalize_observations=True)
+    algo = PPO(config)
+    try:
+        for _ in range(3):
+            algo.train()
+        path = algo.save_checkpoint(tmp_path / "ckpt")
+        weights = algo.learner_group.get_inference_weights()
+        filter_state = algo.env_runners.connector_state
+        window = list(algo.window.returns)
+        kl_coeff = algo.learner_group.get_state()["kl_coeff"]
+    finally:
+        algo.stop()
+    resumed = PPO.from_checkpoint(path)
+    try:
+        assert resumed.iteration == 3 and resumed.env_steps == algo.env_steps
+        assert resumed.weights_version == 3
+        assert list(resumed.window.returns) == window
+        assert resumed.env_runners.connector_state == filter_state
+        runner = resumed.env_runners.local
+        assert runner is not None and runner.get_connector_state() == filter_state
+        assert runner.weights_version == 3
+        for k, v in resumed.learner_group.get_inference_weights().items():
+            np.testing.assert_array_equal(v, weights[k])
+        for k, v in runner.module.inference_state_dict().items():
+            np.testing.assert_array_equal(v.numpy(), weights[k])
+        assert resumed.learner_group.get_state()["kl_coeff"] == kl_coeff
+        metrics = resumed.train()
+        assert metrics["iteration"] == 4
+        assert metrics["env_steps"] > algo.env_steps
+    finally:
+        resumed.stop()
+
+
+def test_resume_restores_torch_rng(tmp_path: Path) -> None:
+    algo = PPO(_config())
+    try:
+        algo.train()
+        path = algo.save_checkpoint(tmp_path / "ckpt")
+        expected = torch.rand(3)
+    finally:
+        algo.stop()
+    resumed = PPO.from_checkpoint(path)
+    try:
+        torch.testing.assert_close(torch.rand(3), expected)
+    finally:
+        resumed.stop()
+
+
+@pytest.mark.ray
+def test_env_runner_actors_sample_and_recover_from_a_killed_runner(ray_client: None) -> None:
+    import ray
+
+    algo = PPO(_config(num_env_runners=2, num_cpus_per_env_runner=0.5))
+    try:
+        first = algo.train()
+        assert first["env_steps"] >= 256 and first["env_runner_restarts"] == 0
+        assert first["policy_lag"] == 0
+        ray.kill(algo.env_runners.actors[0], no_restart=True)
+        second = algo.train()
+        assert second["env_runner_restarts"] == 1
+        assert second["env_steps"] >= first["env_steps"] + 256
+        third = algo.train()  # the replacement runner samples with the current weights
+        assert third["env_runner_restarts"] == 1 and third["policy_lag"] == 0
+    finally:
+        algo.stop()
