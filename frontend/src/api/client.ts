@@ -99,8 +99,6 @@ export const api = {
   events: (id: number) => request<ExperimentEvent[]>("GET", `/experiments/${id}/events`),
   checkpoints: (id: number) => request<Checkpoint[]>("GET", `/experiments/${id}/checkpoints`),
   resume: (id: number) => request<Experiment>("POST", `/experiments/${id}/resume`),
-  logs: (id: number, tail = 200) =>
-    request<{ lines: string[] }>("GET", `/experiments/${id}/logs${query({ tail })}`),
   metrics: (id: number, names: string[], maxPoints: number, stepMin?: number, stepMax?: number) =>
     request<MetricsResponse>(
       "GET",

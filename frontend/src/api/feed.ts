@@ -5,7 +5,7 @@
  */
 
 import { MetricStore } from "../data/metricStore";
-import { LiveStream } from "./stream";
+import { LiveStream, type SocketFactory } from "./stream";
 import { api, wsUrl } from "./client";
 import type { Checkpoint, Experiment, StatusMessage, StreamMessage } from "./types";
 
@@ -16,7 +16,8 @@ export interface FeedHandlers {
   /** A lifecycle transition while connected. */
   onStatus?: (msg: StatusMessage) => void;
   onCheckpoint?: (c: Checkpoint) => void;
-  onLog?: (lines: string[]) => void;
+  /** `replace`: these are the recent lines the server sends after each (re)connect. */
+  onLog?: (lines: string[], replace: boolean) => void;
   onState?: (online: boolean) => void;
 }
 
@@ -27,11 +28,14 @@ export class ExperimentFeed {
   readonly store = new MetricStore(20_000);
   private stream: LiveStream | null = null;
   private closed = false;
+  /** Set by the backlog's closing status: the log message right after it replaces, not appends. */
+  private backlogLogNext = false;
 
   constructor(
     readonly id: number,
     private readonly names: string[],
     private readonly handlers: FeedHandlers,
+    private readonly socketFactory?: SocketFactory,
   ) {}
 
   async start(): Promise<void> {
@@ -42,32 +46,37 @@ export class ExperimentFeed {
     this.stream = new LiveStream({
       url: () => {
         const since = this.store.sinceStep();
-        return wsUrl(`/experiments/${this.id}/stream`, { since_step: since ?? 0 });
+        return wsUrl(`/experiments/${this.id}/stream`, { since_step: since ?? -1 });
       },
       onMessage: (m) => this.dispatch(m),
       onState: (online) => this.handlers.onState?.(online),
+      socketFactory: this.socketFactory,
     }).start();
   }
 
   private dispatch(m: StreamMessage): void {
+    const backlogLog = this.backlogLogNext;
+    this.backlogLogNext = false;
     switch (m.type) {
       case "metrics": {
         const changed = this.store.ingest(m);
         if (changed.length) this.handlers.onMetrics?.(changed);
         break;
       }
-      case "hello":
       case "experiment":
         this.handlers.onExperiment?.(m.experiment);
         break;
       case "status":
-        this.handlers.onStatus?.(m);
+        if (m.experiment) {
+          this.backlogLogNext = true;
+          this.handlers.onExperiment?.(m.experiment);
+        } else this.handlers.onStatus?.(m);
         break;
       case "checkpoint":
         this.handlers.onCheckpoint?.(m.checkpoint);
         break;
       case "log":
-        this.handlers.onLog?.(m.lines);
+        this.handlers.onLog?.(m.lines, backlogLog);
         break;
       case "deleted":
         break;

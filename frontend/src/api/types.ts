@@ -115,6 +115,8 @@ export interface StatusMessage {
   reason: string;
   at: string;
   error: string | null;
+  /** Present on the status that ends a (re)connect backlog: the full current state. */
+  experiment?: Experiment;
 }
 
 export interface CheckpointMessage {
@@ -127,13 +129,6 @@ export interface LogMessage {
   type: "log";
   experiment_id: number;
   lines: string[];
-}
-
-/** First message of an experiment stream: its state and the last step the backlog covers. */
-export interface HelloMessage {
-  type: "hello";
-  experiment: Experiment;
-  backlog_until_step: number | null;
 }
 
 /** List page: an experiment's status / progress changed (or it was created). */
@@ -152,6 +147,5 @@ export type StreamMessage =
   | StatusMessage
   | CheckpointMessage
   | LogMessage
-  | HelloMessage
   | ExperimentMessage
   | DeletedMessage;

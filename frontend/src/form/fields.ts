@@ -31,6 +31,9 @@ const GROUPS: [string, string[]][] = [
   ["Checkpoints", ["checkpoint_every", "keep_checkpoints"]],
 ];
 
+/** Order of the form's sections. */
+export const GROUP_ORDER = [...GROUPS.map(([g]) => g), "PPO loss", "Model"];
+
 /** Fields shown without opening "Advanced". */
 const BASIC = new Set([
   "env_id",

@@ -18,13 +18,8 @@ export const CHARTS: ChartDef[] = [
     band: ["episode_return_max", "episode_return_min"],
   },
   { title: "Episode length", lines: [{ name: "episode_len_mean", label: "mean length" }] },
-  {
-    title: "Losses",
-    lines: [
-      { name: "policy_loss", label: "policy loss" },
-      { name: "vf_loss", label: "value loss" },
-    ],
-  },
+  { title: "Policy loss", lines: [{ name: "policy_loss", label: "policy loss" }] },
+  { title: "Value loss", lines: [{ name: "vf_loss", label: "value loss" }] },
   { title: "Entropy", lines: [{ name: "entropy", label: "entropy" }] },
   {
     title: "KL divergence",

@@ -23,6 +23,7 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
   document.title = `Experiment ${id} · Rollout`;
   let exp: Experiment | null = null;
   let closed = false;
+  let checkpointCount = 0;
   const settings: ChartSettings = { xMode: "steps", smoothing: 0, log: false };
 
   // ---- skeleton ---------------------------------------------------------------------------
@@ -163,6 +164,7 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
           type: "button",
           class: "btn secondary",
           "data-action": "resume",
+          hidden: checkpointCount === 0,
           title: "A new experiment that continues from the latest checkpoint",
           onclick: () =>
             void act(async () => {
@@ -210,11 +212,11 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
       ["Started", fmtTime(e.started_at)],
       ["Duration", fmtDuration(elapsedSeconds(e.started_at, e.finished_at))],
     ];
-    if (stats.children.length !== items.length * 2) {
+    if (stats.children.length !== items.length) {
       clear(stats);
-      for (const [k] of items) stats.append(el("dt", {}, k), el("dd", { "data-stat": k }));
+      for (const [k] of items) stats.append(el("div", {}, el("dt", {}, k), el("dd", { "data-stat": k })));
     }
-    items.forEach(([, v], i) => setText(stats.children[i * 2 + 1] as HTMLElement, v));
+    items.forEach(([, v], i) => setText(stats.children[i].lastElementChild as HTMLElement, v));
   }
 
   function renderFailure(e: Experiment): void {
@@ -284,6 +286,9 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
 
   // ---- checkpoints ------------------------------------------------------------------------------
   function renderCheckpoints(list: Checkpoint[]): void {
+    checkpointCount = list.length;
+    const resume = actions.querySelector<HTMLElement>("[data-action=resume]");
+    if (resume) resume.hidden = list.length === 0;
     clear(ckptBody);
     clear(ckptLinks);
     ckptEmpty.hidden = list.length > 0;
@@ -322,7 +327,8 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
 
   // ---- log ------------------------------------------------------------------------------------
   const logLines: string[] = [];
-  function appendLog(lines: string[]): void {
+  function appendLog(lines: string[], replace: boolean): void {
+    if (replace) logLines.length = 0;
     logLines.push(...lines);
     if (logLines.length > MAX_LOG_LINES) logLines.splice(0, logLines.length - MAX_LOG_LINES);
     const atBottom = logPre.scrollTop + logPre.clientHeight >= logPre.scrollHeight - 4;
@@ -342,16 +348,15 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
     onExperiment: (e) => applyExperiment(e),
     onStatus: () => void refreshExperiment(),
     onCheckpoint: () => void refreshCheckpoints(),
-    onLog: (lines) => appendLog(lines),
+    onLog: (lines, replace) => appendLog(lines, replace),
     onState: (online) => trackStream(key, online),
   });
 
   void (async () => {
     try {
-      const [e, logs] = await Promise.all([api.get(id), api.logs(id, 200).catch(() => ({ lines: [] as string[] }))]);
+      const e = await api.get(id);
       if (closed) return;
       applyExperiment(e);
-      appendLog(logs.lines);
       await refreshCheckpoints();
       await feed.start();
     } catch (e) {

@@ -7,7 +7,7 @@
 import { api, ApiError } from "../api/client";
 import type { FieldError, PPOConfig } from "../api/types";
 import { deepMerge, parseConfigText } from "../form/configFile";
-import { DEFAULTS, ENV_IDS, fieldSpecs, formatValue, getPath, parseValue, setPath, type FieldSpec } from "../form/fields";
+import { DEFAULTS, ENV_IDS, GROUP_ORDER, fieldSpecs, formatValue, getPath, parseValue, setPath, type FieldSpec } from "../form/fields";
 import { flatten } from "../data/configDiff";
 import { clear, el } from "../ui/dom";
 
@@ -116,7 +116,7 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
   }
   const basicSets: HTMLElement[] = [];
   const advancedSets: HTMLElement[] = [];
-  for (const [name, g] of groups) {
+  for (const [name, g] of [...groups].sort((a, b) => GROUP_ORDER.indexOf(a[0]) - GROUP_ORDER.indexOf(b[0]))) {
     if (g.basic.children.length) basicSets.push(el("fieldset", {}, el("legend", {}, name), g.basic));
     if (g.advanced.children.length) advancedSets.push(el("fieldset", {}, el("legend", {}, name), g.advanced));
   }
