@@ -163,3 +163,13 @@ def test_diag_gaussian_sampling_moments_and_logp() -> None:
     torch.testing.assert_close(actions.mean(0), torch.tensor([1.0, -2.0]), atol=0.05, rtol=0)
     torch.testing.assert_close(actions.std(0), torch.tensor([0.5, 2.0]), atol=0.05, rtol=0)
     torch.testing.assert_close(logp, DiagGaussian.logp(dist_inputs, actions))
+
+
+@pytest.mark.parametrize(("entropy_coeff", "kl_coeff"), [(0.0, 0.0), (0.01, 0.0), (0.0, 0.2)])
+def test_zero_weighted_terms_stay_out_of_the_backward_pass(entropy_coeff, kl_coeff) -> None:
+    logits = torch.zeros(2, 2, requires_grad=True)
+    mb = _batch(logp=[LOG_HALF, LOG_HALF], advantages=[1.0, -1.0])
+    cfg = PPOConfig(entropy_coeff=entropy_coeff)
+    _, _, entropy, kl, _ = ppo_losses((logits, torch.zeros(2)), mb, cfg, Categorical, kl_coeff)
+    assert entropy.requires_grad == (entropy_coeff > 0)
+    assert kl.requires_grad == (kl_coeff > 0)
