@@ -1,0 +1,292 @@
+"""The reconciler's decisions (queue, Ray job outcomes, stops, restarts) on a real migrated
+database, against a scripted stand-in for the Ray Jobs API (no Ray needed, fast)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.core.config import Settings
+from app.core.db import SessionMaker, make_engine, make_sessionmaker, migrate, transaction
+from app.experiments import service
+from app.experiments.schemas import ExperimentCreate
+from app.jobs.launcher import JobRequest, RayJob, RayJobState, RayUnavailable
+from app.jobs.reconciler import MISSING_GRACE_S, Reconciler
+from app.jobs.resources import ClusterResources, ExperimentResources
+from trainer.config import PPOConfig
+
+SMALL = {"env_id": "CartPole-v1", "stop": {"env_steps": 1000}}  # 1 CPU (in-process driver)
+THREE_CPU = {**SMALL, "num_env_runners": 1, "num_cpus_per_env_runner": 2.0}
+
+
+class ScriptedRay:
+    """Records submissions and stops; job states and cluster usage are set by each test."""
+
+    def __init__(self, total_cpus: float = 4.0, used_cpus: float = 0.0) -> None:
+        self.stop_grace_s = 5.0
+        self.cluster = ClusterResources(total_cpus=total_cpus, used_cpus=used_cpus)
+        self.jobs: dict[str, RayJob] = {}
+        self.submitted: list[tuple[str, JobRequest]] = []
+        self.stopped: list[str] = []
+        self.logs = "line 1\nline 2\nboom"
+        self.fail_submit = False
+
+    async def submit(self, submission_id: str, request: JobRequest) -> str:
+        if self.fail_submit:
+            raise RayUnavailable("dashboard down")
+        self.submitted.append((submission_id, request))
+        self.jobs[submission_id] = RayJob(RayJobState.RUNNING)
+        return submission_id
+
+    async def stop(self, submission_id: str) -> bool:
+        self.stopped.append(submission_id)
+        return submission_id in self.jobs
+
+    async def job(self, submission_id: str) -> RayJob:
+        return self.jobs.get(submission_id, RayJob(RayJobState.MISSING, "Ray job is gone"))
+
+    async def log_tail(self, submission_id: str, lines: int = 100) -> str:
+        return self.logs
+
+    async def cluster_resources(self) -> ClusterResources | None:
+        return self.cluster
+
+
+@pytest.fixture
+def sessionmaker(tmp_path: Path) -> Iterator[SessionMaker]:
+    engine = make_engine(f"sqlite:///{tmp_path / 'rollout.db'}")
+    migrate(engine)
+    yield make_sessionmaker(engine)
+    engine.dispose()
+
+
+@pytest.fixture
+def ray() -> ScriptedRay:
+    return ScriptedRay()
+
+
+def make_reconciler(
+    sessionmaker: SessionMaker, ray: ScriptedRay, tmp_path: Path, max_concurrent: int = 4
+) -> Reconciler:
+    settings = Settings(
+        data_dir=tmp_path, port=8123, max_concurrent_experiments=max_concurrent, jobs_enabled=True
+    )
+    return Reconciler(settings, sessionmaker, ray)  # type: ignore[arg-type]
+
+
+def create(sessionmaker: SessionMaker, config: dict[str, Any] = SMALL) -> int:
+    with transaction(sessionmaker) as session:
+        return service.create(session, ExperimentCreate(name="x", config=config)).id
+
+
+def status(sessionmaker: SessionMaker, exp_id: int) -> str:
+    with sessionmaker() as session:
+        return service.get(session, exp_id).status.value
+
+
+def detail(sessionmaker: SessionMaker, exp_id: int) -> tuple[Any, list[Any]]:
+    with sessionmaker() as session:
+        return service.get(session, exp_id), service.events(session, exp_id)
+
+
+def tick(reconciler: Reconciler) -> None:
+    asyncio.run(reconciler.tick())
+
+
+def job_id(sessionmaker: SessionMaker, exp_id: int) -> str:
+    with sessionmaker() as session:
+        rid = service.get(session, exp_id).ray_job_id
+    assert rid is not None
+    return rid
+
+
+def test_resources_budget_driver_and_actors_together() -> None:
+    serial = ExperimentResources.of(PPOConfig.model_validate(SMALL))
+    assert (serial.cpus, serial.gpus) == (1.0, 0.0)
+    three = ExperimentResources.of(PPOConfig.model_validate(THREE_CPU))
+    assert three.cpus == 3.0
+    remote = PPOConfig.model_validate(
+        {**SMALL, "num_env_runners": 4, "num_cpus_per_env_runner": 0.5, "num_learners": 2}
+        | {"num_gpus_per_learner": 1.0}
+    )
+    need = ExperimentResources.of(remote)
+    assert need.driver_cpus < 1.0  # it only coordinates
+    assert need.cpus == need.driver_cpus + 4 * 0.5 + 2 * 1.0
+    assert need.gpus == 2.0
+
+
+def test_new_experiments_are_queued_and_launched_with_a_fresh_token(
+    sessionmaker: SessionMaker, ray: ScriptedRay, tmp_path: Path
+) -> None:
+    exp_id = create(sessionmaker)
+    tick(make_reconciler(sessionmaker, ray, tmp_path))
+    exp, events = detail(sessionmaker, exp_id)
+    assert [e.to_status for e in events] == ["pending", "queued", "running"]
+    assert "submitted as Ray job" in events[-1].reason
+    [(submission_id, request)] = ray.submitted
+    assert exp.ray_job_id == submission_id
+    assert request.api_url == "http://127.0.0.1:8123"
+    assert request.job_dir == (tmp_path / "jobs" / str(exp_id)).resolve()
+    with sessionmaker() as session:  # the token handed to the job is the experiment's own
+        assert service.authorize_job(session, exp_id, request.token).id == exp_id
+
+
+def test_experiments_wait_while_they_do_not_fit_and_start_in_order(
+    sessionmaker: SessionMaker, ray: ScriptedRay, tmp_path: Path
+) -> None:
+    reconciler = make_reconciler(sessionmaker, ray, tmp_path)
+    first, second, small = (
+        create(sessionmaker, THREE_CPU),
+        create(sessionmaker, THREE_CPU),
+        create(sessionmaker, SMALL),
+    )
+    tick(reconciler)
+    # 3 of 4 CPUs reserved: the second waits, and the small one may not overtake it.
+    assert [status(sessionmaker, i) for i in (first, second, small)] == [
+        "running",
+        "queued",
+        "queued",
+    ]
+    ray.cluster = ClusterResources(total_cpus=4, used_cpus=0.5)  # Ray lags our reservation
+    tick(reconciler)
+    assert status(sessionmaker, second) == "queued"
+
+    with transaction(sessionmaker) as session:  # the first job reports its end
+        service.transition(session, first, "succeeded", "stop criterion met")
+    ray.jobs[job_id(sessionmaker, first)] = RayJob(RayJobState.SUCCEEDED)
+    ray.cluster = ClusterResources(total_cpus=4, used_cpus=0.0)
+    tick(reconciler)
+    assert [status(sessionmaker, i) for i in (second, small)] == ["running", "running"]
+
+
+def test_other_users_of_the_cluster_hold_experiments_back(
+    sessionmaker: SessionMaker, tmp_path: Path
+) -> None:
+    ray = ScriptedRay(total_cpus=4, used_cpus=3.5)
+    exp_id = create(sessionmaker)
+    tick(make_reconciler(sessionmaker, ray, tmp_path))
+    assert status(sessionmaker, exp_id) == "queued"
+
+
+def test_concurrency_cap(sessionmaker: SessionMaker, tmp_path: Path) -> None:
+    ray = ScriptedRay(total_cpus=64)
+    ids = [create(sessionmaker) for _ in range(3)]
+    tick(make_reconciler(sessionmaker, ray, tmp_path, max_concurrent=2))
+    assert [status(sessionmaker, i) for i in ids] == ["running", "running", "queued"]
+
+
+def test_an_experiment_bigger_than_the_cluster_fails_with_a_clear_error(
+    sessionmaker: SessionMaker, ray: ScriptedRay, tmp_path: Path
+) -> None:
+    exp_id = create(sessionmaker, {**SMALL, "num_env_runners": 8})
+    tick(make_reconciler(sessionmaker, ray, tmp_path))
+    exp, _ = detail(sessionmaker, exp_id)
+    assert exp.status.value == "failed"
+    assert "needs 9 CPU" in exp.error and "4 CPU" in exp.error
+    assert ray.submitted == []
+
+
+def test_a_failed_submit_fails_the_experiment(
+    sessionmaker: SessionMaker, ray: ScriptedRay, tmp_path: Path
+) -> None:
+    ray.fail_submit = True
+    exp_id = create(sessionmaker)
+    tick(make_reconciler(sessionmaker, ray, tmp_path))
+    exp, _ = detail(sessionmaker, exp_id)
+    assert exp.status.value == "failed" and "dashboard down" in exp.error
+
+
+@pytest.mark.parametrize(
+    ("ray_state", "expected", "reason"),
+    [
+        (RayJobState.FAILED, "failed", "failed"),
+        (RayJobState.STOPPED, "stopped", "was stopped before it reported"),
+        (RayJobState.SUCCEEDED, "succeeded", "without reporting a final status"),
+    ],
+)
+def test_a_job_that_ended_without_reporting_ends_its_experiment(
+    sessionmaker: SessionMaker,
+    ray: ScriptedRay,
+    tmp_path: Path,
+    ray_state: RayJobState,
+    expected: str,
+    reason: str,
+) -> None:
+    reconciler = make_reconciler(sessionmaker, ray, tmp_path)
+    exp_id = create(sessionmaker)
+    tick(reconciler)
+    ray.jobs[job_id(sessionmaker, exp_id)] = RayJob(ray_state, "exit code 137")
+    tick(reconciler)
+    exp, events = detail(sessionmaker, exp_id)
+    assert exp.status.value == expected
+    assert reason in events[-1].reason
+    assert exp.log_tail.endswith("boom")
+    if expected == "failed":
+        assert exp.error == "exit code 137"
+
+
+def test_a_job_that_reported_itself_is_left_alone(
+    sessionmaker: SessionMaker, ray: ScriptedRay, tmp_path: Path
+) -> None:
+    reconciler = make_reconciler(sessionmaker, ray, tmp_path)
+    exp_id = create(sessionmaker)
+    tick(reconciler)
+    with transaction(sessionmaker) as session:
+        service.transition(session, exp_id, "failed", "job raised", error="ValueError: x")
+    ray.jobs[job_id(sessionmaker, exp_id)] = RayJob(RayJobState.FAILED, "exit code 1")
+    tick(reconciler)
+    exp, events = detail(sessionmaker, exp_id)
+    assert exp.error == "ValueError: x" and events[-1].reason == "job raised"
+
+
+def test_stop_is_sent_resent_and_given_up_after_the_grace_period(
+    sessionmaker: SessionMaker, ray: ScriptedRay, tmp_path: Path
+) -> None:
+    reconciler = make_reconciler(sessionmaker, ray, tmp_path)
+    exp_id = create(sessionmaker)
+    tick(reconciler)
+    with transaction(sessionmaker) as session:
+        service.request_stop(session, exp_id)
+    asyncio.run(reconciler.request_stop(exp_id))
+    rid = job_id(sessionmaker, exp_id)
+    assert ray.stopped == [rid]
+    tick(reconciler)
+    assert status(sessionmaker, exp_id) == "stopping"  # the job is still saving
+    ray.stop_grace_s = -11.0  # the grace period is over
+    tick(reconciler)
+    exp, events = detail(sessionmaker, exp_id)
+    assert exp.status.value == "stopped"
+    assert "did not end within" in events[-1].reason
+    assert ray.stopped.count(rid) >= 2
+
+
+def test_after_a_restart_running_jobs_stay_and_vanished_jobs_fail(
+    sessionmaker: SessionMaker, ray: ScriptedRay, tmp_path: Path
+) -> None:
+    alive, gone = create(sessionmaker), create(sessionmaker)
+    tick(make_reconciler(sessionmaker, ray, tmp_path))
+    del ray.jobs[job_id(sessionmaker, gone)]  # e.g. the Ray cluster was restarted
+    long_ago = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=MISSING_GRACE_S + 5)
+    with transaction(sessionmaker) as session:
+        service.get(session, gone).started_at = long_ago
+
+    tick(make_reconciler(sessionmaker, ray, tmp_path))  # a new API process
+    assert status(sessionmaker, alive) == "running"
+    exp, _ = detail(sessionmaker, gone)
+    assert exp.status.value == "failed"
+    assert "does not exist" in exp.error or "gone" in exp.error
+
+
+def test_a_just_claimed_experiment_is_not_failed_while_its_job_appears(
+    sessionmaker: SessionMaker, ray: ScriptedRay, tmp_path: Path
+) -> None:
+    exp_id = create(sessionmaker)
+    tick(make_reconciler(sessionmaker, ray, tmp_path))
+    del ray.jobs[job_id(sessionmaker, exp_id)]
+    tick(make_reconciler(sessionmaker, ray, tmp_path))
+    assert status(sessionmaker, exp_id) == "running"
