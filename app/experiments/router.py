@@ -74,15 +74,16 @@ async def create_experiment(
 @router.get("", response_model=ExperimentPage)
 def list_experiments(
     session: SessionDep,
-    status_: Annotated[list[ExperimentStatus] | None, Query(alias="status")] = None,
+    status_: Annotated[list[str] | None, Query(alias="status")] = None,
     tag: str | None = None,
     name: Annotated[str | None, Query(description="Substring of the name.")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: str | None = None,
 ) -> ExperimentPage:
     """Newest first, filtered by status (repeatable or comma-separated), tag, name."""
+    statuses = service.parse_statuses(status_ or [])
     items, next_cursor = service.list_experiments(
-        session, status=status_, tag=tag, name=name, limit=limit, cursor=cursor
+        session, status=statuses, tag=tag, name=name, limit=limit, cursor=cursor
     )
     return ExperimentPage(items=[to_public(e) for e in items], next_cursor=next_cursor)
 

@@ -71,6 +71,18 @@ def get(session: Session, experiment_id: int, *, lock: bool = False) -> Experime
     return exp
 
 
+def parse_statuses(values: list[str]) -> list[ExperimentStatus]:
+    """`?status=a&status=b` or `?status=a,b` -> statuses; unknown names are a 422."""
+    names = [n.strip() for value in values for n in value.split(",") if n.strip()]
+    try:
+        return [ExperimentStatus(n) for n in names]
+    except ValueError:
+        allowed = ", ".join(s.value for s in ExperimentStatus)
+        raise InvalidInput(
+            "unknown status", fields=[{"field": "status", "message": f"one of: {allowed}"}]
+        ) from None
+
+
 def list_experiments(
     session: Session,
     *,

@@ -36,6 +36,8 @@ def columnar(rows: list[tuple[int, str, float]]) -> tuple[list[int], dict[str, l
     index = {step: i for i, step in enumerate(steps)}
     series: dict[str, list[float | None]] = {}
     for step, name, value in rows:
-        column = series.setdefault(name, [None] * len(steps))
+        column = series.get(name)
+        if column is None:
+            column = series[name] = [None] * len(steps)
         column[index[step]] = value
     return steps, series

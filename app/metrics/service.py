@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 
 from sqlalchemy import func, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from app.core.db import publish_after_commit, utcnow
@@ -21,8 +19,6 @@ from trainer.wire import MetricsRow
 
 RETURN_METRIC = "episode_return_mean"
 TIME_METRIC = "time_s"
-# SQLite allows 32766 bound parameters per statement; 4 per point.
-_CHUNK = 5000
 
 
 def flatten(rows: list[MetricsRow]) -> list[tuple[int, str, float]]:
@@ -42,22 +38,42 @@ def flatten(rows: list[MetricsRow]) -> list[tuple[int, str, float]]:
     return points
 
 
+_SQLITE_UPSERT = (
+    "INSERT INTO metric_points (experiment_id, name, step, value) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (experiment_id, name, step) DO UPDATE SET value = excluded.value"
+)
+# One statement per batch: arrays in, rows out (far faster than row-by-row executemany).
+_POSTGRES_UPSERT = (
+    "INSERT INTO metric_points (experiment_id, name, step, value) "
+    "SELECT %s, n, s, v FROM unnest(%s::text[], %s::bigint[], %s::float8[]) AS t(n, s, v) "
+    "ON CONFLICT (experiment_id, name, step) DO UPDATE SET value = EXCLUDED.value"
+)
+
+
+def upsert_points(
+    session: Session, experiment_id: int, points: list[tuple[int, str, float]]
+) -> None:
+    """Write points with the DB driver directly: this is the hot path of every job."""
+    unique = {(name, step): value for step, name, value in points}  # last one wins
+    connection = session.connection()
+    if connection.dialect.name == "postgresql":
+        names = [k[0] for k in unique]
+        steps = [k[1] for k in unique]
+        connection.exec_driver_sql(
+            _POSTGRES_UPSERT, (experiment_id, names, steps, list(unique.values()))
+        )
+    else:
+        connection.exec_driver_sql(
+            _SQLITE_UPSERT, [(experiment_id, n, s, v) for (n, s), v in unique.items()]
+        )
+
+
 def ingest(session: Session, exp: Experiment, rows: list[MetricsRow]) -> IngestResult:
     """Upsert points keyed by (experiment, name, step): a retried batch never duplicates."""
     points = flatten(rows)
     if not points:
         return IngestResult(rows=len(rows), points=0)
-    dialect = session.get_bind().dialect.name
-    insert = pg_insert if dialect == "postgresql" else sqlite_insert
-    for start in range(0, len(points), _CHUNK):
-        chunk = points[start : start + _CHUNK]
-        stmt = insert(MetricPoint).values(
-            [{"experiment_id": exp.id, "step": s, "name": n, "value": v} for s, n, v in chunk]
-        )
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["experiment_id", "name", "step"], set_={"value": stmt.excluded.value}
-        )
-        session.execute(stmt)
+    upsert_points(session, exp.id, points)
     _update_summary(exp, rows)
     steps, series = columnar(points)
     publish_after_commit(session, experiment_topic(exp.id), metrics_message(exp.id, steps, series))

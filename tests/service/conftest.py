@@ -1,0 +1,127 @@
+"""Service test fixtures: an app per test on a real, migrated database (SQLite or PostgreSQL).
+
+API tests take the `client` fixture and run on both backends. SQLite gets a fresh file per
+test; PostgreSQL one fresh database per test session, emptied after each test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, text
+
+from app.core.config import Settings
+from app.core.db import import_models, transaction
+from app.experiments import service as experiments
+from app.main import create_app
+from tests.service.postgres import fresh_database
+
+SMALL_CONFIG: dict[str, Any] = {
+    "env_id": "CartPole-v1",
+    "train_batch_size_per_learner": 256,
+    "minibatch_size": 64,
+    "num_epochs": 2,
+    "stop": {"env_steps": 10_000},
+    "keep_checkpoints": 2,
+}
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    with fresh_database() as url:
+        yield url
+
+
+def _empty_postgres(url: str) -> None:
+    engine = create_engine(url)
+    tables = ", ".join(t.name for t in import_models().sorted_tables)
+    with engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def database_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'rollout.db'}"
+        return
+    url = request.getfixturevalue("postgres_url")
+    try:
+        yield url
+    finally:
+        _empty_postgres(url)
+
+
+@pytest.fixture
+def make_settings(database_url: str, tmp_path: Path) -> Callable[..., Settings]:
+    def make(**overrides: Any) -> Settings:
+        values: dict[str, Any] = {
+            "data_dir": tmp_path / "data",
+            "database_url": database_url,
+            "jobs_enabled": False,
+            "frontend_dir": tmp_path / "no-frontend",
+        }
+        values.update(overrides)
+        return Settings(**values)
+
+    return make
+
+
+@pytest.fixture
+def settings(make_settings: Callable[..., Settings]) -> Settings:
+    return make_settings()
+
+
+@pytest.fixture
+def app(settings: Settings) -> FastAPI:
+    return create_app(settings)
+
+
+@pytest.fixture
+def client(app: FastAPI) -> Iterator[TestClient]:
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def create_experiment(client: TestClient) -> Callable[..., dict[str, Any]]:
+    def create(name: str = "exp", config: dict[str, Any] | None = None, tags=()) -> dict[str, Any]:
+        body = {"name": name, "config": config or SMALL_CONFIG, "tags": list(tags)}
+        response = client.post("/api/v1/experiments", json=body)
+        assert response.status_code == 201, response.text
+        return response.json()
+
+    return create
+
+
+@pytest.fixture
+def job_token(app: FastAPI) -> Callable[[int], str]:
+    """Issue a job token the way the launcher does."""
+
+    def issue(experiment_id: int) -> str:
+        with transaction(app.state.sessionmaker) as session:
+            return experiments.issue_job_token(session, experiment_id)
+
+    return issue
+
+
+@pytest.fixture
+def transition(app: FastAPI) -> Callable[..., None]:
+    """Drive the lifecycle the way the jobs runtime does."""
+
+    def move(experiment_id: int, *targets: str) -> None:
+        for target in targets:
+            with transaction(app.state.sessionmaker) as session:
+                experiments.transition(session, experiment_id, target, f"test: {target}")
+
+    return move

@@ -1,0 +1,97 @@
+"""Websockets: backlog since a step, then live messages pushed from the ingest handler."""
+
+from __future__ import annotations
+
+import pytest
+from starlette.websockets import WebSocketDisconnect
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _job(client, exp_id, token, path, **kwargs):
+    return client.post(
+        f"/api/v1/jobs/experiments/{exp_id}/{path}",
+        headers={"Authorization": f"Bearer {token}"},
+        **kwargs,
+    )
+
+
+def _rows(*steps):
+    return {"rows": [{"step": s, "time_s": s / 1000, "values": {"r": s * 2.0}} for s in steps]}
+
+
+def _until(ws, kind):
+    seen = []
+    while True:
+        message = ws.receive_json()
+        seen.append(message)
+        if message["type"] == kind:
+            return message, seen
+
+
+def test_backlog_since_step_then_live_messages(client, create_experiment, job_token):
+    exp = create_experiment()
+    token = job_token(exp["id"])
+    _job(client, exp["id"], token, "status", json={"status": "running"})
+    _job(client, exp["id"], token, "metrics", json=_rows(100, 200, 300))
+    _job(client, exp["id"], token, "logs", json={"lines": ["it 1", "it 2"]})
+
+    with client.websocket_connect(f"/api/v1/experiments/{exp['id']}/stream?since_step=100") as ws:
+        backlog = ws.receive_json()
+        assert backlog["type"] == "metrics"
+        assert backlog["step"] == [200, 300]
+        assert backlog["series"]["r"] == [400.0, 600.0]
+        status = ws.receive_json()
+        assert status["type"] == "status" and status["status"] == "running"
+        logs = ws.receive_json()
+        assert logs == {"type": "log", "experiment_id": exp["id"], "lines": ["it 1", "it 2"]}
+
+        _job(client, exp["id"], token, "metrics", json=_rows(400))
+        live, _ = _until(ws, "metrics")
+        assert live["step"] == [400] and live["series"]["r"] == [800.0]
+
+        _job(client, exp["id"], token, "logs", json={"lines": ["it 3"]})
+        assert _until(ws, "log")[0]["lines"] == ["it 3"]
+
+        _job(client, exp["id"], token, "status", json={"status": "succeeded", "reason": "done"})
+        finished, _ = _until(ws, "status")
+        assert finished["status"] == "succeeded" and finished["reason"] == "done"
+
+
+def test_checkpoint_messages_are_pushed(client, create_experiment, job_token):
+    exp = create_experiment()
+    token = job_token(exp["id"])
+    with client.websocket_connect(f"/api/v1/experiments/{exp['id']}/stream") as ws:
+        _until(ws, "status")
+        client.put(
+            f"/api/v1/jobs/experiments/{exp['id']}/checkpoints",
+            params={"iteration": 1, "env_steps": 10, "episode_return_mean": 5.0},
+            content=b"archive",
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        message, _ = _until(ws, "checkpoint")
+        assert message["checkpoint"]["iteration"] == 1 and message["checkpoint"]["is_best"]
+
+
+def test_list_stream_announces_status_and_progress(client, create_experiment, job_token):
+    with client.websocket_connect("/api/v1/stream") as ws:
+        exp = create_experiment("listed")
+        created, _ = _until(ws, "experiment")
+        assert created["experiment"]["id"] == exp["id"]
+        assert created["experiment"]["status"] == "pending"
+        token = job_token(exp["id"])
+        _job(client, exp["id"], token, "status", json={"status": "running"})
+        running, _ = _until(ws, "experiment")
+        assert running["experiment"]["status"] == "running"
+        _job(client, exp["id"], token, "metrics", json=_rows(5000))
+        progressed, _ = _until(ws, "experiment")
+        assert progressed["experiment"]["env_steps"] == 5000
+        assert progressed["experiment"]["progress"] == 0.5
+
+
+def test_unknown_experiment_stream_is_refused(client):
+    with (
+        pytest.raises(WebSocketDisconnect),
+        client.websocket_connect("/api/v1/experiments/999/stream") as ws,
+    ):
+        ws.receive_json()

@@ -1,0 +1,110 @@
+"""Metrics: idempotent ingest, queries, spike-preserving downsampling."""
+
+from __future__ import annotations
+
+from app.core.db import transaction
+from app.experiments import service as experiments
+from app.metrics import service as metrics
+from trainer.wire import MetricsRow
+
+
+def _ingest(client, exp_id, token, rows):
+    return client.post(
+        f"/api/v1/jobs/experiments/{exp_id}/metrics",
+        json={"rows": rows},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+
+
+def test_same_batch_twice_stores_no_duplicates(client, create_experiment, job_token):
+    exp = create_experiment()
+    token = job_token(exp["id"])
+    rows = [
+        {"step": s, "time_s": s / 100, "values": {"episode_return_mean": s / 10, "kl": 0.01}}
+        for s in (100, 200, 300)
+    ]
+    first = _ingest(client, exp["id"], token, rows)
+    assert first.status_code == 200
+    assert first.json() == {"rows": 3, "points": 9}  # 2 values + time_s per row
+    assert _ingest(client, exp["id"], token, rows).status_code == 200
+    got = client.get(f"/api/v1/experiments/{exp['id']}/metrics").json()["series"]
+    assert got["episode_return_mean"] == {"step": [100, 200, 300], "value": [10.0, 20.0, 30.0]}
+    assert got["time_s"]["value"] == [1.0, 2.0, 3.0]
+    names = client.get(f"/api/v1/experiments/{exp['id']}/metrics/names").json()["names"]
+    assert names == ["episode_return_mean", "kl", "time_s"]
+
+
+def test_retried_point_overwrites_its_value(client, create_experiment, job_token):
+    exp = create_experiment()
+    token = job_token(exp["id"])
+    _ingest(client, exp["id"], token, [{"step": 5, "time_s": 0, "values": {"kl": 1.0}}])
+    _ingest(client, exp["id"], token, [{"step": 5, "time_s": 0, "values": {"kl": 2.0}}])
+    got = client.get(f"/api/v1/experiments/{exp['id']}/metrics", params={"names": "kl"}).json()
+    assert got["series"]["kl"] == {"step": [5], "value": [2.0]}
+
+
+def test_non_finite_values_are_rejected_by_field(client, create_experiment, job_token):
+    exp = create_experiment()
+    body = '{"rows": [{"step": 1, "time_s": 0, "values": {"kl": NaN}}]}'
+    response = client.post(
+        f"/api/v1/jobs/experiments/{exp['id']}/metrics",
+        content=body,
+        headers={
+            "Authorization": f"Bearer {job_token(exp['id'])}",
+            "content-type": "application/json",
+        },
+    )
+    assert response.status_code == 422
+    assert response.json()["error"]["fields"][0]["field"].startswith("rows.0")
+
+
+def test_query_by_names_and_step_range(client, create_experiment, job_token):
+    exp = create_experiment()
+    rows = [{"step": s, "time_s": 0, "values": {"a": s, "b": -s}} for s in range(0, 100, 10)]
+    _ingest(client, exp["id"], job_token(exp["id"]), rows)
+    got = client.get(
+        f"/api/v1/experiments/{exp['id']}/metrics",
+        params={"names": "a", "step_min": 20, "step_max": 50},
+    ).json()
+    assert list(got["series"]) == ["a"]
+    assert got["series"]["a"]["step"] == [20, 30, 40, 50]
+
+
+def test_a_single_spike_survives_1000x_reduction(client, create_experiment, app):
+    """100,000 points down to 100: every bucket keeps its min and max point, spikes included."""
+    exp = create_experiment()
+    n, spike_at, dip_at = 100_000, 61_237, 7_001
+    with transaction(app.state.sessionmaker) as session:
+        record = experiments.get(session, exp["id"])
+        batch = []
+        for i in range(n):
+            value = 1.0 + (i % 7) * 0.01
+            if i == spike_at:
+                value = 1000.0
+            if i == dip_at:
+                value = -500.0
+            batch.append(MetricsRow(step=i * 10, time_s=0.0, values={"loss": value}))
+        metrics.ingest(session, record, batch)
+    got = client.get(
+        f"/api/v1/experiments/{exp['id']}/metrics", params={"names": "loss", "max_points": 100}
+    ).json()
+    series = got["series"]["loss"]
+    assert got["downsampled"]["loss"] is True
+    assert 50 <= len(series["step"]) <= 100
+    assert series["step"] == sorted(series["step"])
+    assert max(series["value"]) == 1000.0
+    assert series["step"][series["value"].index(1000.0)] == spike_at * 10
+    assert min(series["value"]) == -500.0
+    assert series["step"][series["value"].index(-500.0)] == dip_at * 10
+    # first and last buckets are represented
+    assert series["step"][0] < 10 * n // 50 and series["step"][-1] > 10 * n * 49 // 50
+
+
+def test_short_series_is_returned_whole(client, create_experiment, job_token):
+    exp = create_experiment()
+    rows = [{"step": s, "time_s": 0, "values": {"a": float(s)}} for s in range(10)]
+    _ingest(client, exp["id"], job_token(exp["id"]), rows)
+    got = client.get(
+        f"/api/v1/experiments/{exp['id']}/metrics", params={"names": "a", "max_points": 10}
+    ).json()
+    assert got["series"]["a"]["step"] == list(range(10)) and got["downsampled"]["a"] is False
