@@ -93,7 +93,7 @@ def ppo_losses(
     module_out: tuple[torch.Tensor, torch.Tensor],
     mb: TrainBatch,
     config: PPOConfig,
-    dist: Any,
+    action_dist: Any,
     kl_coeff: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(policy_loss, vf_loss, entropy, kl, clip_fraction), all scalars, for one minibatch.
@@ -101,7 +101,7 @@ def ppo_losses(
     entropy and kl carry gradients only when their coefficient is positive.
     """
     dist_inputs, values = module_out  # [M, D], [M]
-    logp = dist.logp(dist_inputs, mb.actions)  # [M]
+    logp = action_dist.logp(dist_inputs, mb.actions)  # [M]
     ratio = torch.exp(logp - mb.logp)
     adv = mb.advantages
     clipped = ratio.clamp(1.0 - config.clip_param, 1.0 + config.clip_param)
@@ -115,9 +115,9 @@ def ppo_losses(
     # Terms with a zero weight are only reported: computing them without autograd keeps them out
     # of the backward pass (a measurable share of a small network's step).
     with torch.set_grad_enabled(torch.is_grad_enabled() and config.entropy_coeff > 0.0):
-        entropy = dist.entropy(dist_inputs).mean()
+        entropy = action_dist.entropy(dist_inputs).mean()
     with torch.set_grad_enabled(torch.is_grad_enabled() and kl_coeff > 0.0):
-        kl = dist.kl(mb.dist_inputs, dist_inputs).mean()
+        kl = action_dist.kl(mb.dist_inputs, dist_inputs).mean()
     with torch.no_grad():
         clip_fraction = ((ratio - 1.0).abs() > config.clip_param).float().mean()
     return policy_loss, vf_loss, entropy, kl, clip_fraction
@@ -190,13 +190,13 @@ class PPOLearner:
         lr = self._set_lr(env_steps)
         sums = self._sgd(batch)  # [6] sums over minibatch steps
         n_steps = cfg.num_epochs * self.num_minibatches
-        means = sums / n_steps
+        means = sums / n_steps  # [6] on the device (all-reduced there under DDP)
         ev = explained_variance(batch.values, batch.value_targets)
         if self.world_size > 1:
             # Identical stats (and so identical kl_coeff) on every rank.
             dist.all_reduce(means)
             means /= self.world_size
-        policy_loss, vf_loss, entropy, kl, clip_fraction, grad_norm = means.tolist()
+        policy_loss, vf_loss, entropy, kl, clip_fraction, grad_norm = means.cpu().tolist()
         if self.kl_coeff > 0.0:
             self.kl_coeff = adapt_kl_coeff(self.kl_coeff, kl, cfg.kl_target)
         self.num_updates += 1
@@ -234,9 +234,9 @@ class PPOLearner:
         """num_epochs passes of shuffled minibatches; returns per-stat sums over all steps."""
         cfg = self.config
         dist_fns = self.module.dist
-        params = [p for p in self.module.parameters()]
+        params = list(self.module.parameters())
         max_norm = cfg.grad_clip if cfg.grad_clip is not None else float("inf")
-        sums = torch.zeros(6)
+        sums = torch.zeros(6, device=self.device)  # stays on the device: no sync per step
         n = len(batch)
         columns = [getattr(batch, f.name) for f in dataclasses.fields(batch)]  # no deep copy
         reps = -(-self.num_minibatches // n)  # a tiny batch is cycled so no minibatch is empty
@@ -255,11 +255,8 @@ class PPOLearner:
                 loss.backward()
                 grad_norm = nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
                 self.optimizer.step()
-                sums += (
-                    torch.stack([policy_loss, vf_loss, entropy, kl, clip_fraction, grad_norm])
-                    .detach()
-                    .cpu()
-                )
+                stats = [policy_loss, vf_loss, entropy, kl, clip_fraction, grad_norm]
+                sums += torch.stack(stats).detach()
         return sums
 
     # --- weights and state ---------------------------------------------------------------------
