@@ -45,6 +45,17 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
+def _wait_group_gone(pgid: int, timeout_s: float) -> None:
+    """Return once no process of the group is left (SIGKILL is delivered asynchronously)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+
+
 def apply_ray_env() -> None:
     """Make this process (and the children it starts) speak the head's auth mode."""
     for key, value in RAY_ENV.items():
@@ -148,6 +159,7 @@ class LocalRayHead:
             # Ray daemons and workers run in the same session; make sure none outlives us.
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, signal.SIGKILL)
+            _wait_group_gone(pgid, timeout_s=10.0)
         self.process = None
         if self._owned_temp and self.temp_dir is not None:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
