@@ -1,0 +1,172 @@
+"""`rollout` service commands against a live uvicorn (a subprocess on a free port)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.core.db import make_engine, make_sessionmaker, transaction
+from app.experiments import service as experiments
+from app.service_cli import main
+from tests.service.conftest import SMALL_CONFIG
+
+pytestmark = pytest.mark.timeout(120)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    data_dir = tmp_path_factory.mktemp("serve")
+    port = _free_port()
+    env = {
+        **os.environ,
+        "ROLLOUT_JOBS_ENABLED": "false",
+        "ROLLOUT_FRONTEND_DIR": str(data_dir / "no-frontend"),
+    }
+    env.pop("ROLLOUT_API_TOKEN", None)
+    env.pop("ROLLOUT_DATABASE_URL", None)
+    log = (data_dir / "server.log").open("wb")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(data_dir),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError((data_dir / "server.log").read_text())
+            time.sleep(0.2)
+        yield url, data_dir
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        log.close()
+    assert proc.returncode == 0, (data_dir / "server.log").read_text()[-2000:]
+
+
+def _token(data_dir: Path, experiment_id: int) -> str:
+    engine = make_engine(f"sqlite:///{data_dir / 'rollout.db'}")
+    try:
+        with transaction(make_sessionmaker(engine)) as session:
+            return experiments.issue_job_token(session, experiment_id)
+    finally:
+        engine.dispose()
+
+
+def _submit(url: str, tmp_path: Path, capsys, name: str = "cli") -> int:
+    config = tmp_path / "config.yaml"
+    config.write_text("\n".join(f"{k}: {json.dumps(v)}" for k, v in SMALL_CONFIG.items()))
+    assert main(["submit", str(config), "--name", name, "--tag", "cli", "--url", url]) == 0
+    return int(capsys.readouterr().out.strip())
+
+
+def test_submit_list_stop(server, tmp_path, capsys):
+    url, _ = server
+    exp_id = _submit(url, tmp_path, capsys)
+    assert main(["list", "--url", url, "--tag", "cli"]) == 0
+    listing = capsys.readouterr().out
+    assert str(exp_id) in listing and "pending" in listing
+    assert main(["stop", str(exp_id), "--url", url]) == 0
+    assert "stopped" in capsys.readouterr().out
+    assert main(["stop", str(exp_id), "--url", url]) == 1
+    assert "already ended" in capsys.readouterr().err
+
+
+def test_submit_invalid_config_shows_fields(server, tmp_path, capsys):
+    url, _ = server
+    config = tmp_path / "bad.json"
+    config.write_text(json.dumps({"lr": -1, "gamma": 2}))
+    assert main(["submit", str(config), "--url", url]) == 1
+    err = capsys.readouterr().err
+    assert "error 422" in err and "config.lr" in err and "config.gamma" in err
+    assert "Traceback" not in err
+
+
+def test_watch_follows_until_success_and_download(server, tmp_path, capsys):
+    url, data_dir = server
+    exp_id = _submit(url, tmp_path, capsys, name="watched")
+    token = _token(data_dir, exp_id)
+    job = httpx.Client(
+        base_url=f"{url}/api/v1/jobs/experiments/{exp_id}",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    job.post("/status", json={"status": "running"}).raise_for_status()
+    result: dict[str, int] = {}
+    watcher = threading.Thread(
+        target=lambda: result.update(rc=main(["watch", str(exp_id), "--url", url]))
+    )
+    watcher.start()
+    time.sleep(1.0)
+    rows = [{"step": 5000, "time_s": 1.0, "values": {"episode_return_mean": 42.5}}]
+    job.post("/metrics", json={"rows": rows}).raise_for_status()
+    job.put(
+        "/checkpoints",
+        params={"iteration": 1, "env_steps": 5000, "episode_return_mean": 42.5},
+        content=b"archive-bytes",
+    ).raise_for_status()
+    time.sleep(0.5)
+    job.post("/status", json={"status": "succeeded", "reason": "target reached"}).raise_for_status()
+    watcher.join(timeout=30)
+    assert not watcher.is_alive() and result["rc"] == 0
+    out = capsys.readouterr().out
+    assert "env_steps 5000/10000" in out and "42.50" in out and "status: succeeded" in out
+
+    target = tmp_path / "best.tar.gz"
+    assert main(["download", str(exp_id), "-o", str(target), "--url", url]) == 0
+    assert target.read_bytes() == b"archive-bytes"
+    assert (
+        main(["download", str(exp_id), "--checkpoint", "77", "-o", str(target), "--url", url]) == 1
+    )
+
+
+def test_unreachable_service_is_a_clear_message(capsys):
+    port = _free_port()
+    assert main(["list", "--url", f"http://127.0.0.1:{port}"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot reach the Rollout service" in err and "Traceback" not in err
+
+
+def test_serve_refuses_non_loopback_without_token(monkeypatch, capsys, tmp_path):
+    monkeypatch.delenv("ROLLOUT_API_TOKEN", raising=False)
+    assert main(["serve", "--host", "0.0.0.0", "--data-dir", str(tmp_path)]) == 2
+    assert "refusing to listen on 0.0.0.0" in capsys.readouterr().err
