@@ -43,9 +43,11 @@ class LiveServer:
 
 
 @contextmanager
-def live_server(settings: Settings, startup_timeout_s: float = 60.0) -> Iterator[LiveServer]:
-    """Start the app on a free port, yield once /health answers, shut down cleanly after."""
-    port = free_port()
+def live_server(
+    settings: Settings, port: int | None = None, startup_timeout_s: float = 60.0
+) -> Iterator[LiveServer]:
+    """Start the app (on a free port unless given), yield once /health answers, then stop it."""
+    port = port or free_port()
     settings = settings.model_copy(update={"host": "127.0.0.1", "port": port})
     app = create_app(settings)
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")

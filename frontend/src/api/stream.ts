@@ -7,6 +7,8 @@
 import type { StreamMessage } from "./types";
 
 export interface SocketLike {
+  /** 0 while connecting (WebSocket.CONNECTING). */
+  readonly readyState?: number;
   onopen: ((ev: unknown) => void) | null;
   onclose: ((ev: unknown) => void) | null;
   onerror: ((ev: unknown) => void) | null;
@@ -50,7 +52,9 @@ export class LiveStream {
     if (s) {
       s.onclose = null;
       s.onmessage = null;
-      s.close();
+      // Closing a socket that is still connecting makes the browser log an error: wait for open.
+      if (s.readyState === 0) s.onopen = () => s.close();
+      else s.close();
     }
     this.setOnline(false);
   }

@@ -61,3 +61,10 @@ export function etaSeconds(progress: number, elapsed: number | null): number | n
   if (elapsed === null || !(progress > 0) || progress >= 1) return null;
   return (elapsed * (1 - progress)) / progress;
 }
+
+/** Clock time only (today's events, checkpoint lists). */
+export function fmtClock(iso: string | null | undefined): string {
+  const t = parseTime(iso);
+  if (t === null) return "–";
+  return new Date(t).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+}

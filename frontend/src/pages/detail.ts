@@ -6,7 +6,7 @@
 import { api, ApiError, checkpointDownloadUrl } from "../api/client";
 import { ExperimentFeed } from "../api/feed";
 import { FINISHED, type Checkpoint, type Experiment } from "../api/types";
-import { elapsedSeconds, fmtBytes, fmtDuration, fmtNumber, fmtSteps, fmtTime } from "../data/format";
+import { elapsedSeconds, fmtBytes, fmtClock, fmtDuration, fmtNumber, fmtSteps, fmtTime } from "../data/format";
 import { inverseInterpolate } from "../data/series";
 import { plotData, WALL_TIME } from "../data/plotData";
 import { MetricChart, PALETTE } from "../ui/chart";
@@ -308,7 +308,7 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
           el("td", { class: "num" }, fmtSteps(c.env_steps)),
           el("td", { class: "num" }, fmtNumber(c.episode_return_mean)),
           el("td", { class: "num" }, fmtBytes(c.size_bytes)),
-          el("td", {}, fmtTime(c.created_at)),
+          el("td", { title: fmtTime(c.created_at) }, fmtClock(c.created_at)),
           el("td", {}, marks),
           el("td", {}, el("a", { class: "btn small", href: checkpointDownloadUrl(id, c.id), download: "" }, "Download")),
         ),

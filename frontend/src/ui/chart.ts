@@ -55,7 +55,7 @@ export class MetricChart {
   constructor(parent: HTMLElement, opts: ChartOptions) {
     this.opts = opts;
     this.body = el("div", { class: "chart-body" });
-    this.root = el("section", { class: "chart", "data-chart": opts.title }, el("h3", {}, opts.title), this.body);
+    this.root = el("section", { class: "chart", "data-chart": opts.title, "data-points": 0 }, el("h3", {}, opts.title), this.body);
     parent.appendChild(this.root);
     this.data = [[], ...opts.lines.map(() => [])];
     this.build();
