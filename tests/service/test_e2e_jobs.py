@@ -3,6 +3,7 @@ launches real trainer jobs, which report back over HTTP; we watch them over the 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -18,6 +19,9 @@ import uvicorn
 from websockets.sync.client import connect
 
 from app.core.config import Settings
+from app.core.db import make_engine, make_sessionmaker, transaction
+from app.experiments import service as experiments
+from app.experiments.schemas import ExperimentCreate
 from app.jobs.ray_head import LocalRayHead, free_ports
 from app.main import create_app
 
@@ -142,6 +146,21 @@ def stop_all(live: LiveService) -> None:
             live.wait_status(exp["id"], {"stopped", "failed", "succeeded"}, 90)
 
 
+def add_running_experiment_without_job(settings: Settings) -> int:
+    """An experiment left `running` long ago on a Ray job that no longer exists."""
+    engine = make_engine(settings.resolved_database_url)
+    try:
+        with transaction(make_sessionmaker(engine)) as session:
+            exp = experiments.create(session, ExperimentCreate(name="ghost", config=QUICK))
+            for to in ("queued", "running"):
+                experiments.transition(session, exp.id, to, "before the restart")
+            experiments.set_ray_job_id(session, exp.id, "rollout-exp-lost")
+            exp.started_at = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+            return exp.id
+    finally:
+        engine.dispose()
+
+
 def follow(live: LiveService, exp_id: int, until: set[str], timeout_s: float) -> list[dict]:
     """Websocket messages of one experiment until its status is in `until`."""
     ws_url = live.url.replace("http", "ws") + f"/api/v1/experiments/{exp_id}/stream?since_step=0"
@@ -199,6 +218,16 @@ def test_cartpole_experiment_runs_to_success_and_its_checkpoint_evaluates(
     assert result.returncode == 0, result.stderr
     evaluation = json.loads(result.stdout.strip().splitlines()[-1])
     assert evaluation["episodes"] == 3 and evaluation["return_mean"] > 20
+
+    # Resume: a new experiment whose job downloads the latest checkpoint and continues from it.
+    response = service.http.post(f"/experiments/{exp_id}/resume")
+    assert response.status_code == 201, response.text
+    resumed = service.wait_status(response.json()["id"], {"succeeded", "failed", "stopped"}, 120)
+    assert resumed["status"] == "succeeded", (resumed["error"], resumed["log_tail"])
+    resumed_steps = service.metric_steps(resumed["id"])
+    assert resumed_steps[0] > exp["env_steps"]  # counters continue from the checkpoint
+    logs = service.http.get(f"/experiments/{resumed['id']}/logs").json()["lines"]
+    assert any("resuming from checkpoint" in line for line in logs)
 
 
 def test_stopping_a_running_experiment_saves_a_final_checkpoint(service: LiveService) -> None:
@@ -265,6 +294,7 @@ def test_a_restarted_service_finds_its_experiments_again(
     wait_for(lambda: len(service.metric_steps(exp_id)) >= 1, 90, "first iteration")
     before = service.http.get("/experiments", params={"limit": 500}).json()["items"]
     service.stop()  # the API goes away; the job keeps training on the external cluster
+    ghost = add_running_experiment_without_job(service.settings)
 
     again = LiveService(make_settings(data_dir, ray_head.address, service.settings.port))
     again.start()
@@ -272,7 +302,12 @@ def test_a_restarted_service_finds_its_experiments_again(
     service.thread = again.thread
     service.server = again.server
     after = again.http.get("/experiments", params={"limit": 500}).json()["items"]
-    assert [(e["id"], e["name"]) for e in after] == [(e["id"], e["name"]) for e in before]
+    assert [(e["id"], e["name"]) for e in after if e["id"] != ghost] == [
+        (e["id"], e["name"]) for e in before
+    ]
+    # An experiment marked running whose Ray job is gone is failed, saying why.
+    gone = again.wait_status(ghost, {"failed"}, 30)
+    assert "does not exist" in gone["error"]
     # Its Ray job still runs, so it stays running, and keeps reporting to the new instance.
     steps = len(again.metric_steps(exp_id))
     wait_for(lambda: len(again.metric_steps(exp_id)) > steps, 60, "metrics after the restart")
