@@ -10,6 +10,7 @@ Axes: K chunks, B = sum(T_k) real timesteps, D = dist_inputs width.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -84,16 +85,54 @@ def build_train_batch(
     )
 
 
+def split_chunk(chunk: EpisodeChunk, k: int) -> tuple[EpisodeChunk, EpisodeChunk]:
+    """Steps [0, k) and [k, T) of a chunk. The head ends "cut" (it bootstraps from V(s_k), which
+    its last observation row provides); the tail keeps the chunk's ending and id."""
+    if not 0 < k < len(chunk):
+        raise ValueError(f"split point {k} outside (0, {len(chunk)})")
+    head = dataclasses.replace(
+        chunk,
+        obs=chunk.obs[: k + 1],
+        actions=chunk.actions[:k],
+        rewards=chunk.rewards[:k],
+        logp=chunk.logp[:k],
+        dist_inputs=chunk.dist_inputs[:k],
+        terminated=False,
+        truncated=False,
+    )
+    tail = dataclasses.replace(
+        chunk,
+        t_started=chunk.t_started + k,
+        obs=chunk.obs[k:],
+        actions=chunk.actions[k:],
+        rewards=chunk.rewards[k:],
+        logp=chunk.logp[k:],
+        dist_inputs=chunk.dist_inputs[k:],
+    )
+    return head, tail
+
+
 def shard_chunks(chunks: Sequence[EpisodeChunk], num_shards: int) -> list[list[EpisodeChunk]]:
-    """Split whole chunks into `num_shards` lists balanced by step count (longest first, each to
-    the currently smallest shard). Chunks are never sliced, so GAE sees whole chunks; every shard
-    gets at least one chunk (a DDP rank with no data could not take its gradient steps)."""
-    if len(chunks) < num_shards:
-        raise ValueError(f"{len(chunks)} episode chunks cannot feed {num_shards} learners")
+    """Split chunks into `num_shards` lists of (nearly) equal step counts, as RLlib's
+    ShardEpisodesIterator does: longest first, each to the currently smallest shard; a chunk that
+    would overflow its shard's share is split there (the head is bootstrapped like a rollout cut,
+    a small truncation of the lambda-return). Every shard gets steps, so every DDP rank can take
+    its gradient steps."""
+    total = sum(len(c) for c in chunks)
+    if total < num_shards:
+        raise ValueError(f"{total} env steps cannot feed {num_shards} learners")
+    # Shard i's share: total // num_shards, the first (total % num_shards) shards one more.
+    targets = [total // num_shards + (i < total % num_shards) for i in range(num_shards)]
     shards: list[list[EpisodeChunk]] = [[] for _ in range(num_shards)]
     sizes = [0] * num_shards
-    for chunk in sorted(chunks, key=len, reverse=True):
-        i = min(range(num_shards), key=sizes.__getitem__)
+    queue = sorted(chunks, key=len, reverse=True)
+    while queue:
+        chunk = queue.pop(0)
+        i = min(range(num_shards), key=lambda j: sizes[j] - targets[j])
+        room = targets[i] - sizes[i]
+        if len(chunk) > room > 0:
+            chunk, rest = split_chunk(chunk, room)
+            queue.insert(0, rest)
         shards[i].append(chunk)
         sizes[i] += len(chunk)
     return shards

@@ -2,28 +2,66 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+
 import numpy as np
 import pytest
 import torch
 
 from tests.trainer.test_learner import DISCRETE, OBS, make_chunks
-from trainer.batch import shard_chunks
+from trainer.batch import build_train_batch, shard_chunks
 from trainer.config import ModelConfig, PPOConfig
 from trainer.learner import PPOLearner
 from trainer.learner_group import LearnerGroup, average_stats
 
 
-def test_shards_are_whole_chunks_balanced_by_steps() -> None:
-    rng = np.random.default_rng(0)
-    chunks = []
-    for length in (50, 40, 30, 20, 10, 10, 5, 5):
-        chunks += make_chunks(None, rng, num_chunks=1, length=length)
+def _chunks_of(lengths: list[int], seed: int = 0) -> list:
+    rng = np.random.default_rng(seed)
+    out = []
+    for n, length in enumerate(lengths):
+        (chunk,) = make_chunks(None, rng, num_chunks=1, length=length)
+        out.append(dataclasses.replace(chunk, id=f"episode-{n}"))
+    return out
+
+
+def test_shards_are_balanced_by_steps_whole_chunks_when_possible() -> None:
+    chunks = _chunks_of([50, 40, 30, 20, 10, 10, 5, 5])
     shards = shard_chunks(chunks, 2)
-    sizes = [sum(len(c) for c in s) for s in shards]
-    assert sorted(sizes) == [85, 85]
+    assert [sum(len(c) for c in s) for s in shards] == [85, 85]
     assert sorted(id(c) for s in shards for c in s) == sorted(id(c) for c in chunks)
-    with pytest.raises(ValueError, match="cannot feed 3 learners"):
-        shard_chunks(chunks[:2], 3)
+    with pytest.raises(ValueError, match="2 env steps cannot feed 3 learners"):
+        shard_chunks(_chunks_of([1, 1]), 3)
+
+
+def test_a_long_chunk_is_split_so_every_learner_gets_its_share() -> None:
+    chunks = _chunks_of([100, 11])
+    shards = shard_chunks(chunks, 3)
+    assert [sum(len(c) for c in s) for s in shards] == [37, 37, 37]
+    pieces = sorted(
+        (c for s in shards for c in s if c.id == chunks[0].id), key=lambda c: c.t_started
+    )
+    assert [c.t_started for c in pieces] == [0, 37, 74]
+    np.testing.assert_array_equal(np.concatenate([c.rewards for c in pieces]), chunks[0].rewards)
+    for head, tail in itertools.pairwise(pieces):
+        np.testing.assert_array_equal(head.obs[-1], tail.obs[0])  # head bootstraps from V(s_k)
+        assert head.is_cut
+    assert pieces[-1].terminated == chunks[0].terminated
+
+
+def test_splitting_leaves_td_advantages_unchanged() -> None:
+    """With lambda = 0 a split is exact: the head's bootstrap V(s_k) is the TD target's V(s_k)."""
+    chunks = _chunks_of([100, 11, 7])
+
+    def value_fn(obs: torch.Tensor) -> torch.Tensor:
+        return obs.sum(-1)
+
+    def targets(cs):
+        b = build_train_batch(cs, value_fn, gamma=0.9, lam=0.0, normalize_advantages=False)
+        return {(float(o.sum()), float(a)) for o, a in zip(b.obs, b.value_targets, strict=True)}
+
+    split = set().union(*(targets(s) for s in shard_chunks(chunks, 4)))
+    assert split == targets(chunks)
 
 
 def test_average_stats_sums_steps_and_takes_the_slowest_time() -> None:
