@@ -1,0 +1,1 @@
+"""Speed benchmarks of Rollout's trainer against other PPO implementations (see Makefile)."""

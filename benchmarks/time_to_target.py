@@ -1,0 +1,182 @@
+"""Time-to-target on CartPole-v1: Rollout's trainer against SB3, CleanRL and RLlib.
+
+Runs are interleaved (seed 0: rollout, sb3, cleanrl, rllib; seed 1: ...), each a fresh
+process, so that load from other work on the machine hits every contender alike and the
+ratios stay fair even when the absolute times are noisy. Each run is timed on one clock: from
+just before ``Popen`` until the harness sees the progress line on which the mean return of the
+last 100 finished episodes first reaches the target; the run is then stopped.
+
+    .venv/bin/python benchmarks/time_to_target.py [--peers sb3,cleanrl,rllib] [--seeds 0,1,2]
+        [--timeout 300] [--target 475] [--without-rollout] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.contenders import BENCH_DIR, CONTENDERS, PEERS, REPO, Contender
+from benchmarks.procs import Run
+from benchmarks.progress import RolloutProgress, crossed, rollout_phases
+from benchmarks.summary import RunResult, summarize, table, target_verdict
+
+POLL_S = 0.02
+
+
+def run_once(
+    contender: Contender, seed: int, target: float, timeout_s: float, run_dir: Path
+) -> RunResult:
+    """Start one run, watch its progress until it crosses the target or times out, stop it."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    progress = contender.progress(run_dir)
+    env = {**os.environ, **contender.env(run_dir), "PYTHONUNBUFFERED": "1"}
+    env["BENCH_T0"] = repr(time.time())  # peers stamp their lines relative to this
+    run = Run(contender.command(seed, target, run_dir), env, REPO, run_dir)
+    result = RunResult(contender.name, seed, reached=False)
+    first = None
+    while True:
+        now = run.elapsed()
+        for point in progress.poll(now):
+            first = first or point
+            if crossed(point, target):
+                result.reached = True
+                result.time_to_target_s = point.t
+                result.env_steps = point.env_steps
+                result.reported_time_s = point.reported_t
+                if point.t > first.t:
+                    result.env_steps_per_s = (point.env_steps - first.env_steps) / (
+                        point.t - first.t
+                    )
+                break
+        if result.reached:
+            break
+        if run.exited():
+            result.note = "exited before reaching the target"
+            break
+        if now > timeout_s:
+            result.note = f"timeout after {timeout_s:g} s"
+            break
+        time.sleep(POLL_S)
+    result.wall_s = run.elapsed()
+    result.exit_code = run.stop()
+    result.peak_rss_bytes = run.memory.peak_rss
+    result.peak_processes = run.memory.peak_processes
+    result.first_report_s = first.t if first else None
+    if isinstance(progress, RolloutProgress):
+        until = result.time_to_target_s if result.reached else result.wall_s
+        result.phases = rollout_phases(progress.iterations, until)
+    return result
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--peers", default=",".join(PEERS), help="comma list of " + str(PEERS))
+    parser.add_argument("--seeds", default="0,1,2", help="comma list of seeds")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
+    parser.add_argument("--target", type=float, default=475.0)
+    parser.add_argument("--without-rollout", action="store_true", help="peers only")
+    parser.add_argument("--json", type=Path, help="write every run and the summary here")
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        default=BENCH_DIR / "results",
+        help="per-run logs and progress files go to RESULTS_DIR/<UTC time>/",
+    )
+    args = parser.parse_args(argv)
+    args.peers = [p for p in args.peers.split(",") if p and p != "none"]
+    unknown = set(args.peers) - set(PEERS)
+    if unknown:
+        parser.error(f"unknown peers {sorted(unknown)}; choose from {PEERS}")
+    args.seeds = [int(s) for s in args.seeds.split(",")]
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    names = ([] if args.without_rollout else ["rollout"]) + args.peers
+    missing = [n for n in names if not CONTENDERS[n].python.exists()]
+    if missing:
+        paths = ", ".join(str(CONTENDERS[n].python) for n in missing)
+        print(f"missing {paths}: run `make venv` and `make -C benchmarks peers`", file=sys.stderr)
+        return 2
+    started = datetime.now(UTC)
+    out_dir = args.results_dir / started.strftime("%Y%m%dT%H%M%SZ")
+    results: list[RunResult] = []
+    for seed in args.seeds:
+        for name in names:
+            run_dir = out_dir / f"{name}-s{seed}"
+            result = run_once(CONTENDERS[name], seed, args.target, args.timeout, run_dir)
+            results.append(result)
+            print(_run_line(result), flush=True)
+            (run_dir / "result.json").write_text(json.dumps(result.as_dict(), indent=2))
+
+    summary = summarize(results, names)
+    describe = {n: CONTENDERS[n].describe for n in names}
+    print()
+    print(table(summary, args.target, describe))
+    verdict = target_verdict(summary)
+    if verdict:
+        print("\n" + verdict)
+    phases = _median_phases(results)
+    if phases:
+        print("Rollout time split (median over reached runs, s): " + _phase_text(phases))
+    print(f"\nlogs: {out_dir}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(_report(args, started, results, summary), indent=2))
+    return 0
+
+
+def _run_line(r: RunResult) -> str:
+    if r.reached:
+        head = f"{r.time_to_target_s:7.1f} s  {r.env_steps:>8,} steps"
+    else:
+        head = f"not reached ({r.note})"
+    return (
+        f"{r.contender:8s} seed {r.seed}: {head}  peak {r.peak_rss_bytes / 1e9:.2f} GB "
+        f"in {r.peak_processes} processes  exit {r.exit_code}"
+    )
+
+
+def _median_phases(results: list[RunResult]) -> dict[str, float]:
+    runs = [r.phases for r in results if r.contender == "rollout" and r.reached and r.phases]
+    if not runs:
+        return {}
+    return {k: sorted(p[k] for p in runs)[len(runs) // 2] for k in runs[0]}
+
+
+def _phase_text(phases: dict[str, float]) -> str:
+    return ", ".join(
+        f"{k.removeprefix('time_').removesuffix('_s')} {v:.2f}" for k, v in phases.items()
+    )
+
+
+def _report(args, started, results, summary) -> dict:
+    def plain(row: dict) -> dict:
+        return {k: (v.__dict__ if hasattr(v, "median") else v) for k, v in row.items()}
+
+    return {
+        "started_utc": started.isoformat(),
+        "command": " ".join(sys.argv),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "load_average_at_end": os.getloadavg(),
+        "target": args.target,
+        "timeout_s": args.timeout,
+        "runs": [r.as_dict() for r in results],
+        "summary": {name: plain(row) for name, row in summary.items()},
+        "verdict": target_verdict(summary),
+        "rollout_phases_median": _median_phases(results),
+    }
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
