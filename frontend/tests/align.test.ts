@@ -18,3 +18,11 @@ describe("alignSeries", () => {
     expect(alignSeries([])).toEqual([[]]);
   });
 });
+
+describe("fillInnerGaps", () => {
+  it("interpolates inner gaps in x and keeps the ends open", async () => {
+    const { fillInnerGaps } = await import("../src/data/align");
+    expect(fillInnerGaps([0, 1, 3, 4, 5], [null, 10, null, 40, null])).toEqual([null, 10, 30, 40, null]);
+    expect(fillInnerGaps([0, 1], [null, null])).toEqual([null, null]);
+  });
+});

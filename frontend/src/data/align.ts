@@ -27,3 +27,24 @@ export function alignSeries(tables: readonly XY[]): Aligned {
   });
   return [xs, ...ys];
 }
+
+/**
+ * Fill the nulls between two known points of an aligned column by linear interpolation in x
+ * (leading and trailing nulls stay). Band charts need it: a band's edges are downsampled
+ * independently, so on the shared x axis each edge has gaps where the other has points.
+ */
+export function fillInnerGaps(xs: readonly number[], ys: (number | null)[]): (number | null)[] {
+  const out = ys.slice();
+  let prev = -1;
+  for (let i = 0; i < out.length; i++) {
+    if (out[i] === null) continue;
+    if (prev >= 0 && i - prev > 1) {
+      const x0 = xs[prev];
+      const y0 = out[prev] as number;
+      const slope = ((out[i] as number) - y0) / (xs[i] - x0);
+      for (let j = prev + 1; j < i; j++) out[j] = y0 + slope * (xs[j] - x0);
+    }
+    prev = i;
+  }
+  return out;
+}

@@ -3,7 +3,7 @@
  * time (each step mapped through the `time_s` series), all lines aligned on one x axis.
  */
 
-import { alignSeries, type Aligned, type XY } from "./align";
+import { alignSeries, fillInnerGaps, type Aligned, type XY } from "./align";
 import { interpolate, type Series } from "./series";
 import { causalEma } from "./smoothing";
 
@@ -16,6 +16,7 @@ export function plotData(
   names: readonly string[],
   xMode: XMode,
   smoothing: number,
+  fillGaps = false,
 ): Aligned {
   const wall = xMode === "time" ? get(WALL_TIME) : null;
   const tables: XY[] = names.map((name) => {
@@ -35,5 +36,8 @@ export function plotData(
     }
     return { x, y: yy };
   });
-  return alignSeries(tables);
+  const aligned = alignSeries(tables);
+  if (!fillGaps) return aligned;
+  const [xs, ...ys] = aligned;
+  return [xs, ...ys.map((y) => fillInnerGaps(xs, y))];
 }

@@ -121,7 +121,7 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
   });
 
   const changed = new Set<string>();
-  const redraw = (v: View) => v.chart.setData(plotData((n) => feed.store.get(n), v.def.lines.map((l) => l.name), settings.xMode, settings.smoothing));
+  const redraw = (v: View) => v.chart.setData(plotData((n) => feed.store.get(n), v.def.lines.map((l) => l.name), settings.xMode, settings.smoothing, Boolean(v.def.band)));
   function redrawAll(): void {
     for (const v of views) redraw(v);
   }

@@ -1,0 +1,77 @@
+"""Zooming a chart fetches the zoomed range at full resolution from the server.
+
+A long simulated history (more points than the first, downsampled load asks for) is posted
+through the real job-side API; dragging across a chart must request `step_min`/`step_max` and
+end up drawing more points than the downsampled view had.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.core.config import Settings
+from tests.browser.server import live_server
+from tests.browser.simulate import SimulatedJob
+from tests.browser.test_dashboard import chart_points, wait_until
+
+pytestmark = pytest.mark.browser
+
+CHART = "Episode length"
+
+
+def test_drag_zoom_fetches_full_resolution(
+    browser: Any, frontend_dist: Path, tmp_path: Path, artifacts: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    settings = Settings(
+        data_dir=tmp_path,
+        database_url=f"sqlite:///{tmp_path / 'rollout.db'}",
+        jobs_enabled=False,
+        frontend_dir=frontend_dist,
+    )
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+    try:
+        with live_server(settings) as server:
+            created = httpx.post(
+                f"{server.url}/api/v1/experiments", json={"name": "long", "config": {}}
+            )
+            exp_id = created.json()["id"]
+            job = SimulatedJob(server, exp_id)
+            job.status("running", "simulated job started")
+            job.iterations(6000)
+            job.close()
+
+            page.goto(f"{server.url}/#/experiments/{exp_id}")
+            before = wait_until(lambda: chart_points(page, CHART), 30, "history")
+            assert before <= 2000  # the server downsampled the 6000-point history
+
+            over = page.locator(f'[data-chart="{CHART}"] .u-over')
+            box = over.bounding_box()
+            assert box is not None
+            y = box["y"] + box["height"] / 2
+            zoom = re.compile(r"/metrics\?.*step_min=\d+.*step_max=\d+")
+            with page.expect_request(lambda r: bool(zoom.search(r.url))) as request:
+                page.mouse.move(box["x"] + box["width"] * 0.40, y)
+                page.mouse.down()
+                page.mouse.move(box["x"] + box["width"] * 0.50, y, steps=5)
+                page.mouse.up()
+            assert "names=episode_len_mean" in request.value.url
+            # ~600 raw points in the zoomed 10 % replace ~200 downsampled ones.
+            wait_until(lambda: chart_points(page, CHART) > before + 200, 15, "full resolution")
+            page.screenshot(path=str(artifacts / "zoomed.png"))
+            # Double-click resets the zoom; the extra resolution stays merged in.
+            over.dblclick()
+            expect(page.locator(f'[data-chart="{CHART}"]')).to_be_visible()
+    finally:
+        context.close()
+    assert not errors, errors
