@@ -4,8 +4,8 @@ num_learners = 0: the learner lives in the caller's process (serial mode; Ray is
 num_learners = N > 0: N actors; rank 0 picks a free TCP port on its node, every rank joins the
 process group there (gloo on CPU, nccl when num_gpus_per_learner > 0), DDP broadcasts rank 0's
 weights and all-reduces gradients, so all ranks hold identical weights after every update. Each
-rank gets a shard of whole chunks balanced by step count and computes GAE and advantage
-standardisation on its own shard (as RLlib does).
+rank gets an equal share of the steps (trainer/batch.py `shard_chunks`) and computes GAE and
+advantage standardisation on its own shard (as RLlib does).
 
 `ray.remote` is applied in exactly one place (`_remote_worker_class`), to a thin wrapper around
 the plain PPOLearner. All remote calls are submitted first and gathered with one `ray.get`.

@@ -204,7 +204,12 @@ class PPOModule(nn.Module):
 
     def load_inference_state_dict(self, state: Mapping[str, torch.Tensor | np.ndarray]) -> None:
         """Load policy weights (torch tensors or numpy arrays); critic weights stay as they are."""
-        tensors = {k: torch.as_tensor(v) for k, v in state.items()}
+        # Copy: arrays from Ray's object store are read-only views (torch warns on those), and
+        # load_state_dict copies into the parameters anyway.
+        tensors = {
+            k: v if isinstance(v, torch.Tensor) else torch.from_numpy(np.array(v))
+            for k, v in state.items()
+        }
         missing, unexpected = self.load_state_dict(tensors, strict=False)
         missing = [k for k in missing if not k.startswith(_CRITIC_PREFIXES)]
         if missing or unexpected:
