@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from benchmarks.progress import EpisodeProgress, RolloutProgress
 
@@ -20,54 +21,66 @@ ENV_ID = "CartPole-v1"
 
 @dataclass(frozen=True)
 class Contender:
+    """A program to time. kind "rollout": the `rollout train` CLI, progress in DIR/metrics.jsonl;
+    kind "episodes": a peer script that appends one line per finished episode to $BENCH_REPORT."""
+
     name: str
-    python: Path  # interpreter (peers) or entry point (Rollout) that must exist
+    kind: Literal["rollout", "episodes"]
+    executable: Path  # `rollout` entry point, or the peer venv's python
     describe: str
+    script: Path | None = None
 
     def command(self, seed: int, target: float, run_dir: Path) -> list[str]:
-        if self.name == "rollout":
+        if self.kind == "rollout":
             return [
-                str(self.python),
+                str(self.executable),
                 "train",
                 "--env",
                 ENV_ID,
                 "--stop-return",
-                str(target),
+                f"{target:g}",
                 "--seed",
                 str(seed),
                 "--out",
                 str(run_dir / "out"),
             ]
-        script = PEER_SCRIPTS / f"{self.name}_ppo.py"
-        return [str(self.python), str(script), "--seed", str(seed), "--target", str(target)]
+        assert self.script is not None, "an episodes contender runs a script"
+        return [
+            str(self.executable),
+            str(self.script),
+            "--seed",
+            str(seed),
+            "--target",
+            str(target),
+        ]
 
     def progress(self, run_dir: Path) -> EpisodeProgress | RolloutProgress:
-        if self.name == "rollout":
+        if self.kind == "rollout":
             return RolloutProgress(run_dir / "out" / "metrics.jsonl")
         return EpisodeProgress(run_dir / "episodes.jsonl")
 
     def env(self, run_dir: Path) -> dict[str, str]:
-        """Extra environment: where peers append episode lines."""
-        return {} if self.name == "rollout" else {"BENCH_REPORT": str(run_dir / "episodes.jsonl")}
+        """Extra environment: where peers append their episode lines."""
+        if self.kind == "rollout":
+            return {}
+        return {"BENCH_REPORT": str(run_dir / "episodes.jsonl")}
+
+
+def _peer(name: str, venv: str, describe: str) -> Contender:
+    python = PEERS_DIR / venv / "bin" / "python"
+    return Contender(name, "episodes", python, describe, PEER_SCRIPTS / f"{name}_ppo.py")
 
 
 CONTENDERS: dict[str, Contender] = {
     "rollout": Contender(
-        "rollout", REPO / ".venv" / "bin" / "rollout", "Rollout, default PPOConfig, serial mode"
+        "rollout",
+        "rollout",
+        REPO / ".venv" / "bin" / "rollout",
+        "Rollout, default PPOConfig (serial mode)",
     ),
-    "sb3": Contender(
-        "sb3",
-        PEERS_DIR / "sb3" / "bin" / "python",
-        "SB3 2.9.2 PPO, rl-zoo CartPole params, 1 torch thread",
-    ),
-    "cleanrl": Contender(
-        "cleanrl", PEERS_DIR / "sb3" / "bin" / "python", "CleanRL ppo.py defaults (4x128)"
-    ),
-    "rllib": Contender(
-        "rllib",
-        PEERS_DIR / "rllib" / "bin" / "python",
-        "RLlib 2.60 PPO new stack, tuned example, 1 EnvRunner x 8 envs",
-    ),
+    "sb3": _peer("sb3", "sb3", "SB3 2.9.2 PPO, rl-zoo params, 1 torch thread"),
+    "cleanrl": _peer("cleanrl", "sb3", "CleanRL ppo.py defaults"),
+    "rllib": _peer("rllib", "rllib", "RLlib 2.60 PPO, tuned example, 1 EnvRunner x 8 envs"),
 }
 
 PEERS = ("sb3", "cleanrl", "rllib")

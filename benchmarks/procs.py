@@ -27,6 +27,7 @@ PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 class ProcStat(NamedTuple):
     ppid: int
     state: str
+    session: int
     start_ticks: int  # field 22 of /proc/PID/stat: start time since boot, in clock ticks
 
 
@@ -39,11 +40,16 @@ def read_stat(pid: int) -> ProcStat | None:
         return None
     # The command name (field 2) may hold spaces or parentheses: split after the last ')'.
     fields = stat[stat.rfind(b")") + 2 :].split()
-    return ProcStat(int(fields[1]), fields[0].decode(), int(fields[19]))
+    return ProcStat(int(fields[1]), fields[0].decode(), int(fields[3]), int(fields[19]))
 
 
-def process_tree(root: int) -> dict[int, int]:
-    """The root and all its living descendants, as pid -> start ticks."""
+def process_tree(root: int, root_start: int | None = None) -> dict[int, int]:
+    """The root, all its living descendants, and the members of the session the root leads
+    (children that outlived their parent and were re-parented), as pid -> start ticks.
+
+    `root_start` (the root's start ticks) guards the session match after the root has exited:
+    only processes started after it count.
+    """
     stats: dict[int, ProcStat] = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
@@ -53,10 +59,23 @@ def process_tree(root: int) -> dict[int, int]:
     children: dict[int, list[int]] = {}
     for pid, stat in stats.items():
         children.setdefault(stat.ppid, []).append(pid)
+    leader = stats.get(root)
+    if leader is not None and root_start is not None and leader.start_ticks != root_start:
+        return {}  # the root is gone and its pid was reused: nothing here is ours
+    if root_start is None and leader is not None:
+        root_start = leader.start_ticks
     tree: dict[int, int] = {}
-    todo = [root] if root in stats else []
+    todo = [root] if leader is not None else []
+    if root_start is not None:
+        todo += [
+            pid
+            for pid, stat in stats.items()
+            if stat.session == root and stat.start_ticks >= root_start and pid != root
+        ]
     while todo:
         pid = todo.pop()
+        if pid in tree:
+            continue
         tree[pid] = stats[pid].start_ticks
         todo.extend(children.get(pid, ()))
     return tree
@@ -93,6 +112,8 @@ class TreeMemory:
         self.peak_rss = 0
         self.peak_processes = 0
         self.known: dict[int, int] = {}
+        stat = read_stat(root)
+        self.root_start = stat.start_ticks if stat is not None else None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="tree-memory", daemon=True)
@@ -102,7 +123,7 @@ class TreeMemory:
         return self
 
     def sample(self) -> None:
-        tree = process_tree(self.root)
+        tree = process_tree(self.root, self.root_start)
         rss = rss_bytes(tree)
         with self._lock:
             self.known.update(tree)
@@ -152,7 +173,7 @@ class Run:
         self.memory.stop()
         self._signal(signal.SIGTERM)
         deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and (not self.exited() or alive(self.memory.known)):
+        while time.monotonic() < deadline and (not self.exited() or self._leftovers()):
             time.sleep(0.05)
         self._signal(signal.SIGKILL)
         code = self.proc.wait(timeout=grace_s)
@@ -160,10 +181,13 @@ class Run:
         self._stderr.close()
         return code
 
+    def _leftovers(self) -> dict[int, int]:
+        return alive({**self.memory.known, **process_tree(self.proc.pid, self.memory.root_start)})
+
     def _signal(self, sig: signal.Signals) -> None:
         if not self.exited():  # not yet reaped: the pid and its group id cannot be reused
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, sig)
-        for pid in alive(self.memory.known):
+        for pid in self._leftovers():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)

@@ -66,7 +66,7 @@ def rollout_rate(num_envs: int, steps: int) -> dict[str, float]:
 
 
 def sb3_rates(num_envs: list[int], steps: int) -> dict[int, float]:
-    python = CONTENDERS["sb3"].python
+    python = CONTENDERS["sb3"].executable
     if not python.exists():
         return {}
     out = subprocess.run(

@@ -103,9 +103,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     names = ([] if args.without_rollout else ["rollout"]) + args.peers
-    missing = [n for n in names if not CONTENDERS[n].python.exists()]
+    missing = [n for n in names if not CONTENDERS[n].executable.exists()]
     if missing:
-        paths = ", ".join(str(CONTENDERS[n].python) for n in missing)
+        paths = ", ".join(str(CONTENDERS[n].executable) for n in missing)
         print(f"missing {paths}: run `make venv` and `make -C benchmarks peers`", file=sys.stderr)
         return 2
     started = datetime.now(UTC)

@@ -1,0 +1,88 @@
+"""End to end: time_to_target.run_once against small fake peers that speak the episode-report
+protocol, spawn a child process, and never exit on their own."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.contenders import PEER_SCRIPTS, Contender
+from benchmarks.procs import alive, process_tree
+from benchmarks.time_to_target import run_once
+
+FAKE_PEER = """
+import argparse, subprocess, sys, time
+sys.path.insert(0, {peers!r})
+from episode_report import EpisodeReport
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--seed", type=int)
+parser.add_argument("--target", type=float)
+args = parser.parse_args()
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+open({pid_file!r}, "w").write(str(child.pid))
+report = EpisodeReport(args.target)
+for i in range({episodes}):
+    report.episode(500 * (i + 1), {episode_return})
+    time.sleep(0.002)
+time.sleep({linger})
+"""
+
+
+def _fake(tmp_path: Path, *, episode_return: float, episodes: int, linger: float) -> Contender:
+    script = tmp_path / "fake_peer.py"
+    script.write_text(
+        FAKE_PEER.format(
+            peers=str(PEER_SCRIPTS),
+            pid_file=str(tmp_path / "child.pid"),
+            episodes=episodes,
+            episode_return=episode_return,
+            linger=linger,
+        )
+    )
+    return Contender("fake", "episodes", Path(sys.executable), "fake peer", script)
+
+
+def _child_gone(tmp_path: Path) -> bool:
+    pid = int((tmp_path / "child.pid").read_text())
+    return not alive(process_tree(pid))
+
+
+def test_run_once_times_the_crossing_and_stops_the_whole_tree(tmp_path: Path) -> None:
+    contender = _fake(tmp_path, episode_return=500.0, episodes=150, linger=120)
+    result = run_once(contender, seed=0, target=475.0, timeout_s=60, run_dir=tmp_path / "run")
+    assert result.reached, result.note
+    assert result.env_steps == 500 * 100  # the 100th episode completes the window
+    assert 0 < result.time_to_target_s < 60
+    assert result.first_report_s is not None and result.first_report_s <= result.time_to_target_s
+    # The harness clock and the peer's own stamp (relative to BENCH_T0) agree.
+    assert result.reported_time_s == pytest.approx(result.time_to_target_s, abs=1.0)
+    assert result.peak_processes >= 2 and result.peak_rss_bytes > 0
+    assert result.wall_s < 60  # stopped at the crossing, not left to linger
+    assert _child_gone(tmp_path)
+    assert (tmp_path / "run" / "episodes.jsonl").exists()
+
+
+def test_run_once_gives_up_at_the_timeout(tmp_path: Path) -> None:
+    contender = _fake(tmp_path, episode_return=10.0, episodes=150, linger=120)
+    result = run_once(contender, seed=0, target=475.0, timeout_s=3, run_dir=tmp_path / "run")
+    assert not result.reached and result.time_to_target_s is None
+    assert "timeout" in result.note
+    assert 3 <= result.wall_s < 20
+    assert _child_gone(tmp_path)
+
+
+def test_run_once_notices_an_early_exit(tmp_path: Path) -> None:
+    contender = _fake(tmp_path, episode_return=10.0, episodes=5, linger=0)
+    result = run_once(contender, seed=0, target=475.0, timeout_s=60, run_dir=tmp_path / "run")
+    assert not result.reached and "exited" in result.note
+    assert result.first_report_s is not None
+    assert result.wall_s < 60
+
+
+def test_run_once_stops_children_left_behind_by_an_early_exit(tmp_path: Path) -> None:
+    contender = _fake(tmp_path, episode_return=10.0, episodes=1, linger=0)
+    run_once(contender, seed=0, target=475.0, timeout_s=60, run_dir=tmp_path / "run")
+    assert _child_gone(tmp_path)  # same session, re-parented: still found and stopped
