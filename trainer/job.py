@@ -13,6 +13,7 @@ is saved and uploaded first) or `failed` (with the error and the traceback tail)
 
 from __future__ import annotations
 
+import importlib
 import logging
 import math
 import os
@@ -230,6 +231,10 @@ def main() -> int:
     )
     stop_flag = StopFlag()
     stop_flag.install()
+    # torch + gymnasium take seconds to import: do it while the API calls below are in flight.
+    preload = threading.Thread(target=importlib.import_module, args=("trainer.algorithm",))
+    preload.daemon = True
+    preload.start()
     env = JobEnv.from_environ()
     reporter = Reporter(env.api_url, env.token, env.experiment_id, env.job_dir)
     log.info("experiment %s, job dir %s", env.experiment_id, env.job_dir)
