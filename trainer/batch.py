@@ -74,9 +74,12 @@ def build_train_batch(
     def cat(name: str) -> torch.Tensor:
         return torch.from_numpy(np.concatenate([getattr(c, name) for c in chunks])).to(device)
 
+    actions = cat("actions")
+    if actions.is_floating_point():
+        actions = actions.float()  # Box actions: float32 like the module's outputs
     return TrainBatch(
         obs=obs_all.index_select(0, real_t),
-        actions=cat("actions"),
+        actions=actions,
         logp=cat("logp").float(),
         dist_inputs=cat("dist_inputs").float(),
         advantages=torch.from_numpy(advantages).to(device),
