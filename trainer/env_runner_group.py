@@ -12,6 +12,7 @@ restart is counted (`restarts`) and logged.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -69,6 +70,14 @@ def ensure_ray(config: PPOConfig) -> None:
         ray.init(address=address, log_to_driver=True)
 
 
+@functools.cache
+def _remote_env_runner() -> Any:
+    """The one place EnvRunner becomes a Ray actor class (built once per process)."""
+    import ray
+
+    return ray.remote(EnvRunner)
+
+
 class EnvRunnerGroup:
     """Samples a whole train batch per call, from one local runner or from N Ray actors."""
 
@@ -87,11 +96,10 @@ class EnvRunnerGroup:
             self._generation = [0] * config.num_env_runners
 
     def _new_actor(self, worker_index: int, generation: int) -> Any:
-        import ray
-
-        remote_cls = ray.remote(EnvRunner)  # the one place EnvRunner becomes an actor
-        return remote_cls.options(num_cpus=self.config.num_cpus_per_env_runner).remote(
-            self.config, worker_index, generation, seed_torch=True
+        return (
+            _remote_env_runner()
+            .options(num_cpus=self.config.num_cpus_per_env_runner)
+            .remote(self.config, worker_index, generation, seed_torch=True)
         )
 
     # --- weights -------------------------------------------------------------------------------
