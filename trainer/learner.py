@@ -155,8 +155,11 @@ class PPOLearner:
         self.config = config
         self.device = torch.device(device)
         self.rank, self.world_size = rank, world_size
-        torch.manual_seed(config.seed)  # same initial weights on every rank
-        self.module = PPOModule(observation_space, action_space, config.model).to(self.device)
+        # Same initial weights on every rank, without reseeding the caller's global torch RNG.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(config.seed)
+            module = PPOModule(observation_space, action_space, config.model)
+        self.module = module.to(self.device)
         self._train_module: nn.Module = self.module
         if world_size > 1:
             # Broadcasts rank 0's weights at construction; all-reduces gradients in backward().

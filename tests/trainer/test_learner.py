@@ -217,3 +217,15 @@ def test_train_batch_uses_one_value_pass_and_masks_bootstrap_rows() -> None:
     cut = chunks[2]
     expected = cut.rewards[-1] + 0.9 * 10.0 * cut.obs[-1, 0]
     assert batch.value_targets[3 * 7 - 1].item() == pytest.approx(expected, rel=1e-5)
+
+
+def test_initial_weights_depend_on_the_seed_only() -> None:
+    torch.manual_seed(123)
+    expected_draw = torch.rand(3)
+    torch.manual_seed(123)
+    a = PPOLearner(_config(seed=5), OBS, DISCRETE).get_inference_weights()
+    torch.testing.assert_close(torch.rand(3), expected_draw)  # the caller's RNG is untouched
+    b = PPOLearner(_config(seed=5), OBS, DISCRETE).get_inference_weights()
+    c = PPOLearner(_config(seed=6), OBS, DISCRETE).get_inference_weights()
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert not all(np.array_equal(a[k], c[k]) for k in a)
