@@ -300,14 +300,14 @@ def tail_logs(session: Session, experiment_id: int, tail: int) -> list[str]:
 def delete_experiment(session: Session, experiment_id: int) -> Experiment:
     """Delete a finished experiment's rows (checkpoint files are the caller's to remove)."""
     from app.checkpoints.models import Checkpoint
-    from app.metrics.models import MetricPoint
+    from app.metrics.models import MetricPoint, MetricRollup
 
     exp = get(session, experiment_id, lock=True)
     if not exp.status.is_finished:
         raise Conflict(
             f"experiment {experiment_id} is {exp.status.value}; stop it before deleting it"
         )
-    for model in (MetricPoint, LogLine, ExperimentEvent, Checkpoint, ExperimentTag):
+    for model in (MetricPoint, MetricRollup, LogLine, ExperimentEvent, Checkpoint, ExperimentTag):
         session.execute(delete(model).where(model.experiment_id == experiment_id))
     session.delete(exp)
     publish_after_commit(

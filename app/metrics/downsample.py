@@ -11,8 +11,7 @@ takes two grouped scans; PostgreSQL takes one, comparing `ARRAY[value, step]` pa
 
 from __future__ import annotations
 
-from sqlalchemy import text
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, text
 
 _RANGE = "experiment_id = :e AND name = :n AND step >= :lo AND step <= :hi"
 
@@ -36,7 +35,7 @@ def bucket_width(lo: int, hi: int, max_points: int) -> int:
 
 
 def min_max_points(
-    session: Session,
+    connection: Connection,
     experiment_id: int,
     name: str,
     lo: int,
@@ -52,13 +51,13 @@ def min_max_points(
         "w": bucket_width(lo, hi, max_points),
     }
     points: dict[int, float] = {}
-    if session.get_bind().dialect.name == "postgresql":
-        for low, high in session.execute(text(_POSTGRES), params):
+    if connection.dialect.name == "postgresql":
+        for low, high in connection.execute(text(_POSTGRES), params):
             points[int(low[1])] = low[0]
             points[int(high[1])] = high[0]
     else:
         for query in (_SQLITE_MIN, _SQLITE_MAX):
-            for _, step, value in session.execute(text(query), params):
+            for _, step, value in connection.execute(text(query), params):
                 points[step] = value
     steps = sorted(points)
     return steps, [points[s] for s in steps]

@@ -12,6 +12,7 @@ from app.core.errors import InvalidInput
 from app.experiments.models import Experiment
 from app.experiments.service import announce
 from app.live.topics import columnar, experiment_topic, metrics_message
+from app.metrics import rollups
 from app.metrics.downsample import min_max_points
 from app.metrics.models import MetricPoint
 from app.metrics.schemas import IngestResult, Series
@@ -66,6 +67,7 @@ def upsert_points(
         connection.exec_driver_sql(
             _SQLITE_UPSERT, [(experiment_id, n, s, v) for (n, s), v in unique.items()]
         )
+    rollups.update(connection, experiment_id, unique)
 
 
 def ingest(session: Session, exp: Experiment, rows: list[MetricsRow]) -> IngestResult:
@@ -122,14 +124,19 @@ def series(
     if step_max is not None:
         where.append(MetricPoint.step <= step_max)
     if max_points is not None:
-        count, lo, hi = session.execute(
-            select(func.count(), func.min(MetricPoint.step), func.max(MetricPoint.step)).where(
-                *where
-            )
-        ).one()
+        connection = session.connection()
+        in_range = select(MetricPoint.step).where(*where)
+        count = session.scalar(
+            select(func.count()).select_from(in_range.limit(max_points + 1).subquery())
+        )
         if count > max_points:
-            steps, values = min_max_points(session, experiment_id, name, lo, hi, max_points)
-            return Series(step=steps, value=values), True
+            # Two ORDER BY ... LIMIT 1 lookups walk the primary key: no scan of the range.
+            lo = session.scalar(in_range.order_by(MetricPoint.step).limit(1))
+            hi = session.scalar(in_range.order_by(MetricPoint.step.desc()).limit(1))
+            found = rollups.query(connection, experiment_id, name, lo, hi, max_points)
+            if found is None:
+                found = min_max_points(connection, experiment_id, name, lo, hi, max_points)
+            return Series(step=found[0], value=found[1]), True
     rows = session.execute(
         select(MetricPoint.step, MetricPoint.value).where(*where).order_by(MetricPoint.step)
     ).all()
