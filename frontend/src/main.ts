@@ -5,6 +5,7 @@ import { mountCompare } from "./pages/compare";
 import { mountDetail } from "./pages/detail";
 import { mountList } from "./pages/list";
 import { mountNew } from "./pages/new";
+import { apiToken, setApiToken } from "./api/client";
 import { parseRoute } from "./router";
 import { clear, el } from "./ui/dom";
 
@@ -40,5 +41,27 @@ function render(): void {
   }
 }
 
+/** The service wants an API token: ask once, keep it in this browser, reload the page. */
+function askForToken(): void {
+  if (document.getElementById("token-box")) return;
+  const input = el("input", { type: "password", name: "api-token", placeholder: "API token", autocomplete: "off" });
+  const box = el(
+    "form",
+    { id: "token-box", class: "panel token-box" },
+    el("strong", {}, apiToken() ? "The saved API token was not accepted." : "This service requires an API token."),
+    " ",
+    input,
+    " ",
+    el("button", { type: "submit", class: "btn" }, "Save"),
+  );
+  box.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    setApiToken(input.value.trim() || null);
+    location.reload();
+  });
+  document.body.insertBefore(box, root);
+}
+
+window.addEventListener("rollout:unauthorized", askForToken);
 window.addEventListener("hashchange", render);
 render();

@@ -61,6 +61,7 @@ async function request<T>(method: string, path: string, body?: unknown): Promise
   } catch {
     data = null;
   }
+  if (resp.status === 401) window.dispatchEvent(new CustomEvent("rollout:unauthorized"));
   if (!resp.ok) {
     const err = (data as ErrorBody | null)?.error;
     throw new ApiError(
@@ -119,4 +120,22 @@ export function checkpointDownloadUrl(id: number, cid: number | "best" | "latest
 export function wsUrl(path: string, params: Record<string, string | number | null | undefined> = {}): string {
   const proto = location.protocol === "https:" ? "wss" : "ws";
   return `${proto}://${location.host}${API}${path}${query({ ...params, token: apiToken() })}`;
+}
+
+/**
+ * Download a checkpoint. Plain links stream straight to disk; with an API token the request
+ * needs its Authorization header, so the archive is fetched and handed over as a blob.
+ */
+export async function downloadWithToken(url: string, filename: string): Promise<void> {
+  const token = apiToken();
+  const resp = await fetch(url, { headers: token ? { Authorization: `Bearer ${token}` } : {} });
+  if (!resp.ok) throw new ApiError(resp.status, `http_${resp.status}`, `download failed (${resp.status})`);
+  const blobUrl = URL.createObjectURL(await resp.blob());
+  const a = document.createElement("a");
+  a.href = blobUrl;
+  a.download = filename;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(blobUrl), 60_000);
 }

@@ -3,7 +3,7 @@
  * tail, checkpoints with downloads, and the actions (stop, resume, fork, delete).
  */
 
-import { api, ApiError, checkpointDownloadUrl } from "../api/client";
+import { api, ApiError, apiToken, checkpointDownloadUrl, downloadWithToken } from "../api/client";
 import { ExperimentFeed } from "../api/feed";
 import { FINISHED, type Checkpoint, type Experiment } from "../api/types";
 import { elapsedSeconds, fmtBytes, fmtClock, fmtDuration, fmtNumber, fmtSteps, fmtTime } from "../data/format";
@@ -285,6 +285,17 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
   }
 
   // ---- checkpoints ------------------------------------------------------------------------------
+  function downloadLink(cid: number | "best" | "latest", label: string, cls: string): HTMLAnchorElement {
+    const href = checkpointDownloadUrl(id, cid);
+    const a = el("a", { class: cls, href, download: "", "data-download": String(cid) }, label);
+    a.addEventListener("click", (ev) => {
+      if (!apiToken()) return; // the browser streams it to disk itself
+      ev.preventDefault();
+      downloadWithToken(href, `experiment-${id}-checkpoint-${cid}.tar.gz`).catch(showNotice);
+    });
+    return a;
+  }
+
   function renderCheckpoints(list: Checkpoint[]): void {
     checkpointCount = list.length;
     const resume = actions.querySelector<HTMLElement>("[data-action=resume]");
@@ -294,8 +305,8 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
     ckptEmpty.hidden = list.length > 0;
     if (list.length) {
       ckptLinks.append(
-        el("a", { class: "btn secondary", href: checkpointDownloadUrl(id, "best"), download: "", "data-download": "best" }, "⬇ Best"),
-        el("a", { class: "btn secondary", href: checkpointDownloadUrl(id, "latest"), download: "", "data-download": "latest" }, "⬇ Latest"),
+        downloadLink("best", "⬇ Best", "btn secondary"),
+        downloadLink("latest", "⬇ Latest", "btn secondary"),
       );
     }
     for (const c of [...list].sort((a, b) => b.iteration - a.iteration)) {
@@ -310,7 +321,7 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
           el("td", { class: "num" }, fmtBytes(c.size_bytes)),
           el("td", { title: fmtTime(c.created_at) }, fmtClock(c.created_at)),
           el("td", {}, marks),
-          el("td", {}, el("a", { class: "btn small", href: checkpointDownloadUrl(id, c.id), download: "" }, "Download")),
+          el("td", {}, downloadLink(c.id, "Download", "btn small")),
         ),
       );
     }
