@@ -52,12 +52,13 @@ describe("parseValue", () => {
 });
 
 describe("config files", () => {
-  it("reads YAML and JSON, bare configs and submission documents", () => {
-    expect(parseConfigText("lr: 0.001\nstop:\n  env_steps: 5000\n")).toEqual({ config: { lr: 0.001, stop: { env_steps: 5000 } } });
-    expect(parseConfigText('{"name": "x", "tags": ["a"], "config": {"gamma": 0.9}}')).toEqual({ name: "x", tags: ["a"], config: { gamma: 0.9 } });
-    expect(() => parseConfigText("- 1\n- 2")).toThrow(/mapping/);
-    expect(() => parseConfigText("{bad json")).toThrow(/not valid/);
-    expect(() => parseConfigText("  ")).toThrow(/empty/);
+  it("reads YAML and JSON, bare configs and submission documents", async () => {
+    expect(await parseConfigText("lr: 0.001\nstop:\n  env_steps: 5000\n")).toEqual({ config: { lr: 0.001, stop: { env_steps: 5000 } } });
+    expect(await parseConfigText('{"name": "x", "tags": ["a"], "config": {"gamma": 0.9}}')).toEqual({ name: "x", tags: ["a"], config: { gamma: 0.9 } });
+    await expect(parseConfigText("- 1\n- 2")).rejects.toThrow(/mapping/);
+    await expect(parseConfigText("{bad json")).rejects.toThrow(/not valid/);
+    await expect(parseConfigText("a: [1")).rejects.toThrow(/not valid/);
+    await expect(parseConfigText("  ")).rejects.toThrow(/empty/);
   });
 
   it("merges a partial config onto the defaults", () => {

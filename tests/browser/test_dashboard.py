@@ -169,6 +169,14 @@ def test_form_shows_422_by_field_then_runs_stops_and_downloads(
     console.allow(r"status of 422 \(Unprocessable")
     page.goto(f"{service.url}/#/new")
     expect(page.locator('[name="config.lr"]')).to_have_value("0.0003")  # defaults filled in
+    expect(page.locator('[data-field="lr"] .help')).to_contain_text("learning rate")
+    # A pasted YAML config fills the form (nested keys included).
+    page.click("summary:has-text('Load a config file')")
+    page.fill('[name="paste"]', "num_epochs: 3\nstop:\n  wall_seconds: 600\n")
+    page.click("[data-action=apply-paste]")
+    expect(page.locator('[name="config.num_epochs"]')).to_have_value("3")
+    expect(page.locator('[name="config.stop.wall_seconds"]')).to_have_value("600")
+    expect(page.locator('[name="config.stop.env_steps"]')).to_have_value("1000000")
     page.fill('[name="name"]', "browser-form")
     page.fill('[name="config.lr"]', "-1")
     page.click("button[type=submit]")
@@ -208,6 +216,30 @@ def test_form_shows_422_by_field_then_runs_stops_and_downloads(
     with tarfile.open(archive) as tar:
         assert tar.getnames()
     shot(page, artifacts, "experiment-stopped")
+
+    # Fork: the form opens with this experiment's config.
+    page.click("a:has-text('Fork')")
+    page.wait_for_url(re.compile(r"#/new\?from=\d+$"))
+    expect(page.locator('[name="name"]')).to_have_value("browser-form-fork")
+    expect(page.locator('[name="config.lr"]')).to_have_value("0.001")
+    expect(page.locator('[name="config.stop.env_steps"]')).to_have_value("50000000")
+    page.go_back()
+
+    # Resume: a new experiment continues from the latest checkpoint.
+    page.click("[data-action=resume]")
+    page.wait_for_url(re.compile(rf"#/experiments/(?!{state.form_id}$)\d+$"))
+    expect(page.locator(".meta")).to_contain_text(f"from #{state.form_id}")
+    expect(badge).to_have_attribute("data-status", "running", timeout=90_000)
+    wait_until(lambda: chart_points(page, "Episode return"), 60, "resumed return points")
+    steps = httpx.get(f"{service.url}/api/v1/experiments/{state.form_id}").json()["env_steps"]
+    resumed = page.url.rsplit("/", 1)[1]
+    first_step = httpx.get(
+        f"{service.url}/api/v1/experiments/{resumed}/metrics",
+        params={"names": "env_steps"},
+    ).json()["series"]["env_steps"]["step"][0]
+    assert first_step > steps - 5000  # it continued instead of starting from zero
+    page.click("[data-action=stop]")
+    expect(badge).to_have_attribute("data-status", "stopped", timeout=90_000)
 
 
 def test_failure_is_explained_live_on_list_and_detail(

@@ -71,7 +71,17 @@ def test_drag_zoom_fetches_full_resolution(
             page.screenshot(path=str(artifacts / "zoomed.png"))
             # Double-click resets the zoom; the extra resolution stays merged in.
             over.dblclick()
-            expect(page.locator(f'[data-chart="{CHART}"]')).to_be_visible()
+            zoomed = chart_points(page, CHART)
+            assert zoomed > before + 200
+
+            # Wall time on x, smoothing and log scale redraw the same points.
+            page.select_option('[name="xmode"]', "time")
+            expect(page.locator(f'[data-chart="{CHART}"] .u-legend')).to_contain_text("wall time")
+            wait_until(lambda: chart_points(page, CHART) > 0, 10, "time axis")
+            page.locator('[name="smoothing"]').fill("0.9")
+            page.check('[name="log"]')
+            wait_until(lambda: chart_points(page, CHART) > 0, 10, "log scale")
+            page.screenshot(path=str(artifacts / "time-axis-smoothed-log.png"))
     finally:
         context.close()
     assert not errors, errors

@@ -3,21 +3,20 @@
  * submission document `{name, tags, config}` (what `rollout submit` reads) is accepted.
  */
 
-import { parse as parseYaml } from "yaml";
-
 export interface Submission {
   name?: string;
   tags?: string[];
   config: Record<string, unknown>;
 }
 
-export function parseConfigText(text: string): Submission {
+export async function parseConfigText(text: string): Promise<Submission> {
   const trimmed = text.trim();
   if (!trimmed) throw new Error("the file is empty");
   let doc: unknown;
   try {
-    // JSON is valid YAML, but JSON.parse gives better messages for JSON input.
-    doc = trimmed.startsWith("{") ? JSON.parse(trimmed) : parseYaml(trimmed);
+    // JSON is valid YAML, but JSON.parse gives better messages for JSON input. The YAML parser
+    // is loaded on first use only: most visits never need it.
+    doc = trimmed.startsWith("{") ? JSON.parse(trimmed) : (await import("yaml")).parse(trimmed);
   } catch (e) {
     throw new Error(`not valid JSON or YAML: ${(e as Error).message}`);
   }

@@ -154,9 +154,10 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
   nameInput.value = defaultName(String(DEFAULTS.env_id ?? "experiment"));
 
   // ---- file load ----------------------------------------------------------------------------------
-  function applyText(text: string, source: string): void {
+  async function applyText(text: string, source: string): Promise<void> {
     try {
-      const sub = parseConfigText(text);
+      const sub = await parseConfigText(text);
+      if (closed) return;
       setValues(deepMerge(DEFAULTS, sub.config));
       if (sub.name) nameInput.value = sub.name;
       if (sub.tags) tagsInput.value = sub.tags.join(", ");
@@ -170,9 +171,9 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
   }
   fileInput.addEventListener("change", async () => {
     const f = fileInput.files?.[0];
-    if (f) applyText(await f.text(), f.name);
+    if (f) await applyText(await f.text(), f.name);
   });
-  form.querySelector("[data-action=apply-paste]")?.addEventListener("click", () => applyText(pasteArea.value, "the pasted text"));
+  form.querySelector("[data-action=apply-paste]")?.addEventListener("click", () => void applyText(pasteArea.value, "the pasted text"));
 
   // Fork: start from another experiment's config.
   const from = query.get("from");
