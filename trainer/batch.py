@@ -115,25 +115,45 @@ def split_chunk(chunk: EpisodeChunk, k: int) -> tuple[EpisodeChunk, EpisodeChunk
     return head, tail
 
 
+# Whole-chunk shards may exceed their equal share by this factor before chunks get split.
+SHARD_IMBALANCE_TOLERANCE = 1.1
+
+
 def shard_chunks(chunks: Sequence[EpisodeChunk], num_shards: int) -> list[list[EpisodeChunk]]:
-    """Split chunks into `num_shards` lists of (nearly) equal step counts, as RLlib's
-    ShardEpisodesIterator does: longest first, each to the currently smallest shard; a chunk that
-    would overflow its shard's share is split there (the head is bootstrapped like a rollout cut,
-    a small truncation of the lambda-return). Every shard gets steps, so every DDP rank can take
-    its gradient steps."""
+    """Split chunks into `num_shards` lists balanced by step count.
+
+    Whole chunks first (longest first, each to the currently smallest shard), so GAE sees every
+    chunk as sampled. Only when that leaves a shard empty (a DDP rank could not take its gradient
+    steps) or more than 10 % above its share (every rank would wait for it), chunks are split to
+    hit the shares exactly, as RLlib's ShardEpisodesIterator does; a split head bootstraps from
+    V(s_k) like a rollout cut (a small truncation of its lambda-return).
+    """
     total = sum(len(c) for c in chunks)
     if total < num_shards:
         raise ValueError(f"{total} env steps cannot feed {num_shards} learners")
+    ordered = sorted(chunks, key=len, reverse=True)
+    whole = _fill_shards(ordered, [0] * num_shards, split=False)
+    sizes = [sum(len(c) for c in s) for s in whole]
+    if min(sizes) > 0 and max(sizes) <= SHARD_IMBALANCE_TOLERANCE * total / num_shards:
+        return whole
     # Shard i's share: total // num_shards, the first (total % num_shards) shards one more.
     targets = [total // num_shards + (i < total % num_shards) for i in range(num_shards)]
-    shards: list[list[EpisodeChunk]] = [[] for _ in range(num_shards)]
-    sizes = [0] * num_shards
-    queue = sorted(chunks, key=len, reverse=True)
+    return _fill_shards(ordered, targets, split=True)
+
+
+def _fill_shards(
+    ordered: list[EpisodeChunk], targets: list[int], *, split: bool
+) -> list[list[EpisodeChunk]]:
+    """Greedy: each chunk goes to the shard furthest below its target (all targets 0: the
+    smallest shard). With `split`, a chunk that overflows that shard's target is cut to fit."""
+    shards: list[list[EpisodeChunk]] = [[] for _ in targets]
+    sizes = [0] * len(targets)
+    queue = list(ordered)
     while queue:
         chunk = queue.pop(0)
-        i = min(range(num_shards), key=lambda j: sizes[j] - targets[j])
+        i = min(range(len(targets)), key=lambda j: sizes[j] - targets[j])
         room = targets[i] - sizes[i]
-        if len(chunk) > room > 0:
+        if split and len(chunk) > room > 0:
             chunk, rest = split_chunk(chunk, room)
             queue.insert(0, rest)
         shards[i].append(chunk)

@@ -30,6 +30,12 @@ def test_shards_are_balanced_by_steps_whole_chunks_when_possible() -> None:
     shards = shard_chunks(chunks, 2)
     assert [sum(len(c) for c in s) for s in shards] == [85, 85]
     assert sorted(id(c) for s in shards for c in s) == sorted(id(c) for c in chunks)
+    # 15 chunks of 32: whole chunks give 256 / 224, within 10 % of the 240 share: no split.
+    shards = shard_chunks(_chunks_of([32] * 15), 2)
+    assert sorted(sum(len(c) for c in s) for s in shards) == [224, 256]
+    # Whole chunks would give 60 / 40, 20 % over the 50 share: split to 50 / 50.
+    shards = shard_chunks(_chunks_of([60, 40]), 2)
+    assert [sum(len(c) for c in s) for s in shards] == [50, 50]
     with pytest.raises(ValueError, match="2 env steps cannot feed 3 learners"):
         shard_chunks(_chunks_of([1, 1]), 3)
 
