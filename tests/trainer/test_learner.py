@@ -229,3 +229,42 @@ def test_initial_weights_depend_on_the_seed_only() -> None:
     c = PPOLearner(_config(seed=6), OBS, DISCRETE).get_inference_weights()
     assert all(np.array_equal(a[k], b[k]) for k in a)
     assert not all(np.array_equal(a[k], c[k]) for k in a)
+
+
+def test_image_observations_update_with_a_split_value_pass(monkeypatch) -> None:
+    """uint8 frames through the CNN; the value pass runs in slices bounded for memory."""
+    import trainer.learner as learner_module
+
+    monkeypatch.setattr(learner_module, "_IMAGE_VALUE_ROWS", 16)
+    space = gym.spaces.Box(0, 255, (36, 36, 2), np.uint8)
+    cfg = _config(
+        train_batch_size_per_learner=64,
+        minibatch_size=32,
+        num_epochs=2,
+        model=ModelConfig(cnn_channels=(4, 8, 8)),
+    )
+    learner = PPOLearner(cfg, space, DISCRETE)
+    rng = np.random.default_rng(8)
+    chunks = []
+    for i in range(4):
+        frames = rng.integers(0, 256, (17, 36, 36, 2), dtype=np.uint8)  # [T+1, H, W, C]
+        a, lp, di = learner.module.sample(torch.from_numpy(frames[:-1]))
+        chunks.append(
+            EpisodeChunk(
+                f"img{i}",
+                0,
+                frames,
+                a.numpy(),
+                np.ones(16, np.float32),
+                lp.numpy(),
+                di.numpy(),
+                terminated=i == 0,
+                truncated=False,
+                weights_version=0,
+            )
+        )
+    before = learner.get_inference_weights()
+    stats = learner.update(chunks, env_steps=0)
+    assert stats.num_steps_trained == 64 and math.isfinite(stats.vf_loss)
+    after = learner.get_inference_weights()
+    assert any(not np.array_equal(before[k], after[k]) for k in before)
