@@ -11,6 +11,10 @@ takes two grouped scans; PostgreSQL takes one, comparing `ARRAY[value, step]` pa
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
 from sqlalchemy import Connection, text
 
 _RANGE = "experiment_id = :e AND name = :n AND step >= :lo AND step <= :hi"
@@ -61,3 +65,14 @@ def min_max_points(
                 points[step] = value
     steps = sorted(points)
     return steps, [points[s] for s in steps]
+
+
+@contextmanager
+def binary_cursor(connection: Connection) -> Iterator[Any]:
+    """A psycopg cursor on the session's connection that sends arrays in binary format
+    (the text format quotes and scans every element: the bulk of a batch's client time)."""
+    cursor = connection.connection.driver_connection.cursor(binary=True)
+    try:
+        yield cursor
+    finally:
+        cursor.close()

@@ -1,6 +1,6 @@
 """Rollups: per-bucket min/max points of each series, kept at ingest, read by long queries.
 
-Widths grow by 4x per level (1024, 4096, ... steps); a query for N points over a range picks
+Widths grow by 4x per level (16384, 65536, ... steps); a query for N points over a range picks
 the finest level with at most N/2 buckets in it, reads the buckets fully inside the range from
 the rollup table and computes the two partial edge buckets from the raw points. The result is
 exactly "min and max point per bucket", with bucket widths rounded up to the next level (so
@@ -13,10 +13,13 @@ from collections import defaultdict
 
 from sqlalchemy import Connection, text
 
-from app.metrics.downsample import min_max_points
+from app.metrics.downsample import binary_cursor, min_max_points
 
-BASE_SHIFT = 10  # level 0 buckets are 2**10 = 1024 steps wide
-LEVELS = 16  # the widest level: 1024 * 4**15 ~ 1.1e12 steps
+# Level 0 buckets are 2**14 = 16384 steps wide: a PPO iteration is hundreds to thousands of env
+# steps, so a level-0 bucket holds several points and the rollups stay far smaller than the
+# series. Ranges too short for level 0 are bucketed from the raw points (a short scan).
+BASE_SHIFT = 14
+LEVELS = 14  # the widest level: 16384 * 4**13 ~ 1.1e12 steps
 
 
 def level_shift(level: int) -> int:
@@ -92,7 +95,8 @@ def update(
     rows = rollup_rows(series)
     if connection.dialect.name == "postgresql":
         columns = list(zip(*rows, strict=True)) if rows else [[]] * 7
-        connection.exec_driver_sql(_POSTGRES, (experiment_id, *[list(c) for c in columns]))
+        with binary_cursor(connection) as cursor:
+            cursor.execute(_POSTGRES, (experiment_id, *[list(c) for c in columns]))
     else:
         connection.exec_driver_sql(_SQLITE, [(experiment_id, *row) for row in rows])
 

@@ -13,7 +13,7 @@ from app.experiments.models import Experiment
 from app.experiments.service import announce
 from app.live.topics import columnar, experiment_topic, metrics_message
 from app.metrics import rollups
-from app.metrics.downsample import min_max_points
+from app.metrics.downsample import binary_cursor, min_max_points
 from app.metrics.models import MetricPoint
 from app.metrics.schemas import IngestResult, Series
 from trainer.wire import MetricsRow
@@ -60,9 +60,8 @@ def upsert_points(
     if connection.dialect.name == "postgresql":
         names = [k[0] for k in unique]
         steps = [k[1] for k in unique]
-        connection.exec_driver_sql(
-            _POSTGRES_UPSERT, (experiment_id, names, steps, list(unique.values()))
-        )
+        with binary_cursor(connection) as cursor:
+            cursor.execute(_POSTGRES_UPSERT, (experiment_id, names, steps, list(unique.values())))
     else:
         connection.exec_driver_sql(
             _SQLITE_UPSERT, [(experiment_id, n, s, v) for (n, s), v in unique.items()]
