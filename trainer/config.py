@@ -95,7 +95,10 @@ class PPOConfig(_Frozen):
         description="EnvRunner Ray actors. 0 samples in the trainer's own process.",
     )
     num_envs_per_env_runner: int = Field(
-        default=16, ge=1, le=4096, description="Sub-environments in each EnvRunner's vector env."
+        default=16,  # one batched forward pass serves 16 envs: inference cost amortised
+        ge=1,
+        le=4096,
+        description="Sub-environments in each EnvRunner's vector env.",
     )
     num_learners: int = Field(
         default=0,
@@ -120,18 +123,23 @@ class PPOConfig(_Frozen):
     )
 
     # --- batch sizes ---------------------------------------------------------------------------
+    # Defaults tuned for wall-clock speed on small tasks (CartPole to 475 in a few seconds):
+    # 16 envs x 32 steps per iteration, one 512-row minibatch per epoch (large minibatches are
+    # ~3x cheaper per sample than 64-256 on CPU), 8 epochs.
     train_batch_size_per_learner: int = Field(
         default=512, ge=1, description="Env steps each Learner trains on per iteration."
     )
-    minibatch_size: int = Field(default=256, ge=1, description="SGD minibatch size (per Learner).")
-    num_epochs: int = Field(default=10, ge=1, le=1000, description="SGD passes over each batch.")
+    minibatch_size: int = Field(default=512, ge=1, description="SGD minibatch size (per Learner).")
+    num_epochs: int = Field(default=8, ge=1, le=1000, description="SGD passes over each batch.")
 
     # --- PPO hyperparameters -------------------------------------------------------------------
-    gamma: float = Field(default=0.99, ge=0.0, le=1.0, description="Discount factor.")
+    # gamma / lambda as in the RL Zoo's tuned PPO for CartPole and other short-horizon tasks;
+    # long-horizon tasks want gamma 0.99-0.999 and lambda 0.95 (--set).
+    gamma: float = Field(default=0.98, ge=0.0, le=1.0, description="Discount factor.")
     gae_lambda: float = Field(
-        default=0.95, ge=0.0, le=1.0, description="GAE lambda (Schulman et al. 2016)."
+        default=0.8, ge=0.0, le=1.0, description="GAE lambda (Schulman et al. 2016)."
     )
-    lr: float = Field(default=3e-4, gt=0.0, le=1.0, description="Adam learning rate.")
+    lr: float = Field(default=2e-3, gt=0.0, le=1.0, description="Adam learning rate.")
     lr_schedule: Literal["constant", "linear"] = Field(
         default="constant",
         description="linear decays lr to 0 at stop.env_steps (needs stop.env_steps).",

@@ -105,15 +105,16 @@ def test_cartpole_learns_serially_then_evaluate_and_resume(tmp_path: Path) -> No
     resumed_out = tmp_path / "resumed"
     steps = int(rows[-1]["env_steps"])
     result = rollout(
-        "train", "--resume", str(archive), "--stop-steps", str(steps + 3000),
+        "train", "--resume", str(archive), "--stop-steps", str(steps + 9000),
         "--set", "stop.episode_return_mean=null", "--out", str(resumed_out), timeout=180,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     resumed = _metrics(resumed_out)
     assert resumed[0]["iteration"] == rows[-1]["iteration"] + 1
     assert resumed[0]["env_steps"] > steps
-    assert resumed[0]["episodes"] > rows[-1]["episodes"]
-    assert resumed[-1]["env_steps"] >= steps + 3000
+    # Fresh episodes of a good policy last ~500 steps: 16 envs finish some after ~8000 steps.
+    assert resumed[-1]["episodes"] > rows[-1]["episodes"]
+    assert resumed[-1]["env_steps"] >= steps + 9000
     # The restored policy keeps performing (window and weights carried over).
     assert resumed[0]["episode_return_mean"] >= 400
 
