@@ -25,6 +25,7 @@ class RunResult:
     peak_rss_bytes: int = 0
     peak_processes: int = 0
     exit_code: int | None = None
+    load_1m: float | None = None  # machine load average at the run's end (this run included)
     phases: dict[str, float] = field(default_factory=dict)
     note: str = ""
 

@@ -67,6 +67,7 @@ def run_once(
             break
         time.sleep(POLL_S)
     result.wall_s = run.elapsed()
+    result.load_1m = os.getloadavg()[0]
     result.exit_code = run.stop()
     result.peak_rss_bytes = run.memory.peak_rss
     result.peak_processes = run.memory.peak_processes
@@ -129,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     phases = _median_phases(results)
     if phases:
         print("Rollout time split (median over reached runs, s): " + _phase_text(phases))
+    loads = [r.load_1m for r in results if r.load_1m is not None]
+    print(f"machine load (1-min average at each run's end): {min(loads):.1f}-{max(loads):.1f}")
     print(f"\nlogs: {out_dir}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -143,7 +146,7 @@ def _run_line(r: RunResult) -> str:
         head = f"not reached ({r.note})"
     return (
         f"{r.contender:8s} seed {r.seed}: {head}  peak {r.peak_rss_bytes / 1e9:.2f} GB "
-        f"in {r.peak_processes} processes  exit {r.exit_code}"
+        f"in {r.peak_processes} processes  exit {r.exit_code}  load {r.load_1m:.1f}"
     )
 
 
