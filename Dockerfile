@@ -1,0 +1,48 @@
+# Rollout: API + dashboard + a private local Ray head (or RAY_ADDRESS for an existing cluster).
+#   docker build -t rollout .
+#   docker run -p 8000:8000 --shm-size=2g -e ROLLOUT_API_TOKEN=... -v rollout-data:/data rollout
+# `rollout serve` refuses a non-loopback address without ROLLOUT_API_TOKEN, so set it.
+
+# --- the dashboard ---------------------------------------------------------------------------------
+FROM node:20-bookworm-slim AS frontend
+WORKDIR /src/frontend
+COPY frontend/package.json frontend/package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY frontend/ ./
+RUN npm run build
+
+# --- the service -----------------------------------------------------------------------------------
+FROM python:3.11-slim AS runtime
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    ROLLOUT_DATA_DIR=/data \
+    ROLLOUT_HOST=0.0.0.0 \
+    ROLLOUT_PORT=8000
+WORKDIR /srv/rollout
+
+# torch first, from the CPU index: the default index pulls a multi-GB CUDA build.
+RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+
+# Dependencies before the code, so code changes keep this layer cached.
+COPY pyproject.toml README.md ./
+RUN mkdir -p app trainer && touch app/__init__.py trainer/__init__.py \
+    && pip install -e . \
+    && rm -rf app trainer
+
+# An editable install keeps the package next to migrations/ and alembic.ini (applied at start-up)
+# and gives Ray jobs the project root as their working directory.
+COPY alembic.ini ./
+COPY migrations ./migrations
+COPY trainer ./trainer
+COPY app ./app
+COPY --from=frontend /src/frontend/dist ./frontend/dist
+
+RUN useradd --create-home --uid 1000 rollout && mkdir -p /data && chown rollout /data
+USER rollout
+VOLUME /data
+EXPOSE 8000
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \
+    CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/health', timeout=4)"
+CMD ["rollout", "serve", "--host", "0.0.0.0"]
