@@ -14,10 +14,11 @@ describe("fieldSpecs", () => {
   });
 
   it("derives kinds, nullability, bounds and defaults from the schema", () => {
-    expect(byPath.get("lr")).toMatchObject({ kind: "number", nullable: false, defaultValue: 3e-4, bounds: "> 0, ≤ 1" });
+    expect(byPath.get("lr")).toMatchObject({ kind: "number", nullable: false, defaultValue: DEFAULTS.lr, bounds: "> 0, ≤ 1" });
+    expect(typeof DEFAULTS.lr).toBe("number");
     expect(byPath.get("stop.episode_return_mean")).toMatchObject({ kind: "number", nullable: true, defaultValue: null });
     expect(byPath.get("model.activation")).toMatchObject({ kind: "enum", options: ["tanh", "relu"] });
-    expect(byPath.get("model.hidden_sizes")).toMatchObject({ kind: "intlist", defaultValue: [64, 64] });
+    expect(byPath.get("model.hidden_sizes")).toMatchObject({ kind: "intlist", defaultValue: getPath(DEFAULTS, "model.hidden_sizes") });
     expect(byPath.get("env_config")?.kind).toBe("json");
     expect(byPath.get("normalize_advantages")?.kind).toBe("boolean");
     expect(byPath.get("lr")?.advanced).toBe(false);
@@ -66,6 +67,6 @@ describe("config files", () => {
     expect(getPath(merged, "stop.env_steps")).toBe(getPath(DEFAULTS, "stop.env_steps"));
     expect(getPath(merged, "stop.episode_return_mean")).toBe(475);
     expect(getPath(merged, "model.hidden_sizes")).toEqual([32]);
-    expect(getPath(DEFAULTS, "model.hidden_sizes")).toEqual([64, 64]);
+    expect(getPath(DEFAULTS, "model.hidden_sizes")).not.toEqual([32]);
   });
 });

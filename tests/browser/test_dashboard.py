@@ -22,6 +22,7 @@ import pytest
 from app.core.config import Settings
 from app.jobs.ray_head import LocalRayHead
 from tests.browser.server import LiveServer, live_server
+from trainer.config import PPOConfig
 
 pytestmark = [pytest.mark.browser, pytest.mark.ray]
 
@@ -168,7 +169,9 @@ def test_form_shows_422_by_field_then_runs_stops_and_downloads(
     # Chromium logs every 4xx response; this one is provoked on purpose (and is the only one).
     console.allow(r"status of 422 \(Unprocessable")
     page.goto(f"{service.url}/#/new")
-    expect(page.locator('[name="config.lr"]')).to_have_value("0.0003")  # defaults filled in
+    lr_input = page.locator('[name="config.lr"]')
+    expect(lr_input).not_to_have_value("")
+    assert float(lr_input.input_value()) == PPOConfig().lr  # defaults filled in
     expect(page.locator('[data-field="lr"] .help')).to_contain_text("learning rate")
     # A pasted YAML config fills the form (nested keys included).
     page.click("summary:has-text('Load a config file')")
@@ -303,9 +306,39 @@ def test_list_filters_and_compares_two_experiments(
     page.click("[data-action=compare]")
     page.wait_for_url(re.compile(r"#/compare\?ids="))
     expect(page.locator(".legend li")).to_have_count(2)
-    wait_until(lambda: chart_points(page, "episode_return_mean") > 0, 30, "compare points")
+    wait_until(lambda: chart_points(page, "Episode return (mean)") > 0, 30, "compare points")
     diff_lr = page.locator('table.diff tr[data-path="lr"]')
     expect(diff_lr).to_contain_text("0.001")
     expect(diff_lr).to_contain_text("0.0003")
     expect(page.locator('table.diff tr[data-path="stop.env_steps"]')).to_be_visible()
     shot(page, artifacts, "compare")
+
+
+def test_dark_scheme_and_narrow_window(
+    service: LiveServer, browser: Any, artifacts: Path, state: State
+) -> None:
+    """The pages follow prefers-color-scheme and fit a phone-sized window."""
+    context = browser.new_context(viewport={"width": 390, "height": 800}, color_scheme="dark")
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    try:
+        for name, route in [
+            ("experiments", "#/"),
+            ("experiment", f"#/experiments/{state.form_id}"),
+            ("new-experiment", "#/new"),
+        ]:
+            page.goto(f"{service.url}/{route}")
+            page.wait_for_selector("main#app > *")
+            page.wait_for_timeout(500)
+            background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+            assert background == "rgb(15, 18, 23)", background  # the dark palette
+            # Nothing sticks out sideways: wide tables scroll inside their own box.
+            overflow = page.evaluate(
+                "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+            )
+            assert overflow <= 0, f"{name} is {overflow}px wider than the window"
+            shot(page, artifacts, f"{name}-dark-narrow")
+    finally:
+        context.close()
+    assert not errors, errors

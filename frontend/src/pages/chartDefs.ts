@@ -50,14 +50,14 @@ export function allMetricNames(): string[] {
   return [...names];
 }
 
-/** Metrics offered on the compare page (one chart each, one line per experiment). */
-export const COMPARE_METRICS = [
-  "episode_return_mean",
-  "episode_len_mean",
-  "policy_loss",
-  "vf_loss",
-  "entropy",
-  "kl",
-  "explained_variance",
-  "env_steps_per_s",
+/** Metrics on the compare page (one chart each, one line per experiment), with titles. */
+export const COMPARE_METRICS: [name: string, title: string][] = [
+  ["episode_return_mean", "Episode return (mean)"],
+  ["episode_len_mean", "Episode length (mean)"],
+  ["policy_loss", "Policy loss"],
+  ["vf_loss", "Value loss"],
+  ["entropy", "Entropy"],
+  ["kl", "KL divergence"],
+  ["explained_variance", "Explained variance"],
+  ["env_steps_per_s", "Env steps/s"],
 ];

@@ -60,11 +60,11 @@ export function mountCompare(root: HTMLElement, query: URLSearchParams): () => v
   const keys = ids.map(() => ({}));
 
   function makeCharts(): void {
-    for (const metric of COMPARE_METRICS) {
+    for (const [metric, title] of COMPARE_METRICS) {
       charts.set(
         metric,
         new MetricChart(chartsGrid, {
-          title: metric,
+          title,
           lines: ids.map((id) => ({ label: label(id), color: colorOf(id) })),
           log: settings.log,
           ...xAxis(settings.xMode),
@@ -157,7 +157,7 @@ export function mountCompare(root: HTMLElement, query: URLSearchParams): () => v
       makeCharts();
       ids.forEach((id, i) => {
         trackStream(keys[i], false);
-        const feed = new ExperimentFeed(id, [...COMPARE_METRICS, WALL_TIME], {
+        const feed = new ExperimentFeed(id, [...COMPARE_METRICS.map(([m]) => m), WALL_TIME], {
           onMetrics: (names) => {
             for (const n of names) changed.add(n);
             flush();

@@ -51,6 +51,9 @@ export class MetricChart {
   /** True while the user looks at a zoomed range: live updates then keep the x scale. */
   zoomed = false;
   private readonly resizeObserver: ResizeObserver;
+  private readonly scheme = matchMedia("(prefers-color-scheme: dark)");
+  /** Axis and grid colours are read from CSS at build time: rebuild when the theme flips. */
+  private readonly onScheme = () => this.reconfigure({});
 
   constructor(parent: HTMLElement, opts: ChartOptions) {
     this.opts = opts;
@@ -61,6 +64,7 @@ export class MetricChart {
     this.build();
     this.resizeObserver = new ResizeObserver(() => this.resize());
     this.resizeObserver.observe(this.body);
+    this.scheme.addEventListener("change", this.onScheme);
   }
 
   private width(): number {
@@ -146,6 +150,7 @@ export class MetricChart {
 
   destroy(): void {
     this.resizeObserver.disconnect();
+    this.scheme.removeEventListener("change", this.onScheme);
     this.plot?.destroy();
     this.plot = null;
     this.root.remove();
