@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("trainer.job")
 
 FLUSH_TIMEOUT_S = 60.0
+ORPHAN_FLUSH_TIMEOUT_S = 5.0
 LOG_TAIL_LINES = 100
 
 
@@ -86,22 +87,45 @@ def _usable_job_dir(wanted: str | None, exp_id: str) -> Path:
 
 
 class StopFlag:
-    """Set by SIGTERM/SIGINT; the loop checks it between iterations and stops cleanly."""
+    """Set by SIGTERM/SIGINT (`stop_job`) or when the job's parent dies; the loop checks it
+    between iterations and stops cleanly.
+
+    Ray runs the driver in a session of its own under the job supervisor. If the supervisor
+    goes away (its node or the whole cluster shut down) nobody would ever stop the driver:
+    it notices that it was re-parented and stops itself, without waiting long for an API
+    that may be gone too.
+    """
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self.orphaned = False
 
-    def install(self) -> None:
+    def install(self, poll_s: float = 1.0) -> None:
         signal.signal(signal.SIGTERM, self._handle)
         signal.signal(signal.SIGINT, self._handle)
+        parent = os.getppid()
+        watchdog = threading.Thread(target=self._watch_parent, args=(parent, poll_s))
+        watchdog.daemon = True
+        watchdog.start()
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         log.warning("received %s: stopping after this iteration", signal.Signals(signum).name)
         self._event.set()
 
+    def _watch_parent(self, parent: int, poll_s: float) -> None:
+        while not self._event.wait(poll_s):
+            if os.getppid() != parent:
+                log.warning("the job supervisor (pid %d) is gone: stopping", parent)
+                self.orphaned = True
+                self._event.set()
+
     @property
     def is_set(self) -> bool:
         return self._event.is_set()
+
+    @property
+    def flush_timeout_s(self) -> float:
+        return ORPHAN_FLUSH_TIMEOUT_S if self.orphaned else FLUSH_TIMEOUT_S
 
 
 class ExperimentRun:
@@ -196,19 +220,24 @@ class ExperimentRun:
         self.reporter.add_log(f"{kind} saved at iteration {iteration}")
 
     def _finish(self, reason: str) -> None:
-        if not self.reporter.close(FLUSH_TIMEOUT_S):
+        timeout_s = self.stop_flag.flush_timeout_s
+        if not self.reporter.close(timeout_s):
             log.warning("not every metric/checkpoint reached the API; see %s", self.env.job_dir)
-        if self.stop_flag.is_set and reason == "stop requested":
+        if self.stop_flag.orphaned and reason == "stop requested":
+            reason = "stopped: the Ray job supervisor went away"
+            self.reporter.report_status("stopped", reason=reason, timeout_s=timeout_s)
+        elif self.stop_flag.is_set and reason == "stop requested":
             self.reporter.report_status("stopped", reason="stopped by request")
         else:
             self.reporter.report_status("succeeded", reason=f"stop criterion met: {reason}")
 
     def _fail(self, error: str, log_tail: str) -> None:
         self.reporter.add_log(error)
-        self.reporter.close(FLUSH_TIMEOUT_S)
+        timeout_s = self.stop_flag.flush_timeout_s
+        self.reporter.close(timeout_s)
         try:
             self.reporter.report_status(
-                "failed", reason="job raised", error=error, log_tail=log_tail
+                "failed", reason="job raised", error=error, log_tail=log_tail, timeout_s=timeout_s
             )
         except Exception:
             log.exception("could not report the failure; the service reads Ray's job log instead")

@@ -45,6 +45,54 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
+def _proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, parent pid, start time) of a process from /proc; None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return fields[0], int(fields[1]), int(fields[19])
+
+
+def descendants(root: int) -> dict[int, int]:
+    """pid -> start time of every process below `root` (Linux /proc; empty elsewhere)."""
+    children: dict[int, list[int]] = {}
+    started: dict[int, int] = {}
+    with contextlib.suppress(OSError):
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit() and (stat := _proc_stat(int(entry.name))) is not None:
+                children.setdefault(stat[1], []).append(int(entry.name))
+                started[int(entry.name)] = stat[2]
+    found: dict[int, int] = {}
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found[child] = started[child]
+                todo.append(child)
+    return found
+
+
+def alive(processes: dict[int, int]) -> list[int]:
+    """The pids of `processes` still running (same start time, so not a reused pid)."""
+    result = []
+    for pid, started in processes.items():
+        stat = _proc_stat(pid)
+        if stat is not None and stat[0] != "Z" and stat[2] == started:
+            result.append(pid)
+    return result
+
+
+def kill_if_alive(processes: dict[int, int], timeout_s: float = 10.0) -> None:
+    for pid in alive(processes):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout_s
+    while alive(processes) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def _wait_group_gone(pgid: int, timeout_s: float) -> None:
     """Return once no process of the group is left (SIGKILL is delivered asynchronously)."""
     deadline = time.monotonic() + timeout_s
@@ -146,9 +194,15 @@ class LocalRayHead:
         raise TimeoutError(f"Ray head not ready in {self.start_timeout_s}s; see {self.temp_dir}")
 
     def stop(self, timeout_s: float = 20.0) -> None:
-        """SIGTERM the head's process group (ours alone), then SIGKILL what is left."""
+        """SIGTERM the head's process group (ours alone), then SIGKILL what is left.
+
+        Ray starts job drivers in sessions of their own, so they are not in the head's group
+        and would outlive it (orphaned, still training): every process below the head is
+        noted first and killed at the end if it is still there.
+        """
         if self.process is not None and self.process.poll() is None:
             pgid = os.getpgid(self.process.pid)
+            spawned = descendants(self.process.pid)
             # `ray start --block` tears its daemons down itself on SIGTERM.
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -160,6 +214,7 @@ class LocalRayHead:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, signal.SIGKILL)
             _wait_group_gone(pgid, timeout_s=10.0)
+            kill_if_alive(spawned)
         self.process = None
         if self._owned_temp and self.temp_dir is not None:
             shutil.rmtree(self.temp_dir, ignore_errors=True)

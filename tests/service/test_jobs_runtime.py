@@ -1,29 +1,31 @@
-"""The jobs runtime's own Ray head: started when no cluster is configured, gone after stop()."""
+"""The service's own Ray head: started when no cluster is configured, gone after Ctrl-C."""
 
 from __future__ import annotations
 
-import asyncio
 import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
-from app.core.config import Settings
-from app.core.db import make_engine, make_sessionmaker, migrate, transaction
+from app.core.db import make_engine, make_sessionmaker, transaction
 from app.experiments import service
-from app.experiments.schemas import ExperimentCreate
-from app.jobs.runtime import MAX_RAY_TEMP_DIR_LEN, JobsRuntime, ray_temp_dir
-
-
-def _alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+from app.jobs.ray_head import alive, descendants, free_ports
+from app.jobs.runtime import MAX_RAY_TEMP_DIR_LEN, ray_temp_dir
 
 
 def test_ray_temp_dir_stays_short_enough_for_unix_sockets(tmp_path: Path) -> None:
+    root = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))
+    try:
+        assert ray_temp_dir(root) == root / "ray" and (root / "ray").is_dir()
+    finally:
+        shutil.rmtree(root)
     deep = tmp_path / ("x" * 80)
     temp = ray_temp_dir(deep)
     assert len(str(temp)) <= MAX_RAY_TEMP_DIR_LEN + 20 and temp.is_dir()
@@ -31,43 +33,69 @@ def test_ray_temp_dir_stays_short_enough_for_unix_sockets(tmp_path: Path) -> Non
     temp.rmdir()
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _serve(tmp_path: Path, port: int) -> tuple[subprocess.Popen[bytes], Path]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "ROLLOUT_RAY_ADDRESS")}
+    env |= {"ROLLOUT_DATABASE_URL": f"sqlite:///{tmp_path / 'r.db'}", "ROLLOUT_FRONTEND_DIR": "-"}
+    log = tmp_path / "serve.log"
+    command = [sys.executable, "-m", "app.cli", "serve", "--port", str(port)]
+    serve = subprocess.Popen(
+        [*command, "--data-dir", str(tmp_path)],
+        env=env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    return serve, log
+
+
 @pytest.mark.ray
-def test_local_head_is_started_and_leaves_nothing_behind(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    monkeypatch.delenv("ROLLOUT_RAY_ADDRESS", raising=False)
-    settings = Settings(data_dir=tmp_path, database_url=f"sqlite:///{tmp_path / 'r.db'}")
-    engine = make_engine(settings.resolved_database_url)
-    migrate(engine)
-    sessionmaker = make_sessionmaker(engine)
+def test_ctrl_c_of_rollout_serve_leaves_no_ray_process(tmp_path: Path) -> None:
+    port = free_ports(1)[0]
+    serve, log = _serve(tmp_path, port)
+    api = httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v1", timeout=10)
+    try:
+        deadline = time.monotonic() + 120
+        exp_id = None
+        while exp_id is None:
+            assert serve.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "rollout serve did not come up"
+            try:
+                config = {"env_id": "CartPole-v1", "stop": {"env_steps": 10_000_000}}
+                response = api.post("/experiments", json={"name": "x", "config": config})
+                exp_id = response.json()["id"]
+            except httpx.TransportError:
+                time.sleep(0.5)
+        while not api.get(f"/experiments/{exp_id}").json()["env_steps"]:
+            assert time.monotonic() < deadline, "the experiment never reported a metric"
+            time.sleep(0.5)
+        assert api.get("/health").json()["ray"] is True
+        cluster = api.get("/cluster").json()
+        assert cluster["local_head"] and not cluster["address"].endswith(":6379")
+        assert cluster["resources"]["CPU"]["total"] >= 1
+        assert [r["experiment_id"] for r in cluster["running"]] == [exp_id]
+        ray_processes = descendants(serve.pid)
+        assert any("raylet" in _cmdline(pid) for pid in ray_processes)
+        assert any("trainer.job" in _cmdline(pid) for pid in ray_processes)
 
-    async def scenario() -> tuple[int, dict, bool]:
-        runtime = JobsRuntime(settings, sessionmaker, None)
-        await runtime.start()
-        assert runtime.head is not None and runtime.head.process is not None
-        pgid = os.getpgid(runtime.head.process.pid)
-        healthy = await runtime.healthy()
-        info: dict = {}
-        for _ in range(40):  # Ray reports its resources a few seconds after start
-            info = await runtime.cluster_info()
-            if info["resources"] is not None:
-                break
-            await asyncio.sleep(0.5)
-        with transaction(sessionmaker) as session:  # as if its job were running on the head
-            exp = service.create(session, ExperimentCreate(name="x", config={}))
-            for to in ("queued", "running"):
-                service.transition(session, exp.id, to, "test")
-        await runtime.stop()
-        return pgid, info, healthy
+        serve.send_signal(signal.SIGINT)  # Ctrl-C
+        assert serve.wait(timeout=60) == 0
+    finally:
+        api.close()
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.wait(10)
+    # Job drivers run in sessions of their own: they must be gone too.
+    assert [_cmdline(pid) for pid in alive(ray_processes)] == []
 
-    pgid, info, healthy = asyncio.run(scenario())
-    assert healthy
-    assert info["local_head"] and info["resources"]["CPU"]["total"] >= 1
-    assert not info["address"].endswith(":6379")
-    assert not _alive(pgid), "a Ray process outlived the runtime"
-    with transaction(sessionmaker) as session:
-        [exp] = service.list_experiments(session)[0]
-        assert exp.status.value == "stopped"
-        assert "shut down" in service.events(session, exp.id)[-1].reason
+    engine = make_engine(f"sqlite:///{tmp_path / 'r.db'}")
+    with transaction(make_sessionmaker(engine)) as session:
+        assert service.get(session, exp_id).status.value == "stopped"
+        assert "shut down" in service.events(session, exp_id)[-1].reason
     engine.dispose()
