@@ -72,3 +72,25 @@ describe("ExperimentFeed", () => {
     feed.close();
   });
 });
+
+describe("ExperimentFeed without history", () => {
+  beforeEach(() => {
+    vi.stubGlobal("location", { protocol: "http:", host: "h:1" });
+    vi.stubGlobal("localStorage", { getItem: () => null });
+    vi.stubGlobal("fetch", async () => {
+      throw new TypeError("Failed to fetch");
+    });
+  });
+  afterEach(() => vi.unstubAllGlobals());
+
+  it("streams from the first step when the history cannot be loaded", async () => {
+    const urls: string[] = [];
+    const feed = new ExperimentFeed(3, ["kl"], {}, (url) => {
+      urls.push(url);
+      return new FakeSocket(url);
+    });
+    await feed.start();
+    expect(urls).toEqual(["ws://h:1/api/v1/experiments/3/stream?since_step=-1"]);
+    feed.close();
+  });
+});

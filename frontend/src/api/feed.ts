@@ -38,11 +38,19 @@ export class ExperimentFeed {
     private readonly socketFactory?: SocketFactory,
   ) {}
 
+  /**
+   * Load the history, then stream. If the history cannot be loaded (service briefly away),
+   * the stream starts anyway: its backlog from the first step fills the store instead.
+   */
   async start(): Promise<void> {
-    const history = await api.metrics(this.id, this.names, HISTORY_POINTS);
-    if (this.closed) return;
-    this.store.loadHistory(history);
-    this.handlers.onMetrics?.(Object.keys(history.series));
+    try {
+      const history = await api.metrics(this.id, this.names, HISTORY_POINTS);
+      if (this.closed) return;
+      this.store.loadHistory(history);
+      this.handlers.onMetrics?.(Object.keys(history.series));
+    } catch {
+      if (this.closed) return;
+    }
     this.stream = new LiveStream({
       url: () => {
         const since = this.store.sinceStep();

@@ -6,6 +6,7 @@
 import { api, ApiError, wsUrl } from "../api/client";
 import { LiveStream } from "../api/stream";
 import { FINISHED, STATUSES, type Experiment, type StreamMessage } from "../api/types";
+import { matches, type Filter } from "../data/filter";
 import { elapsedSeconds, fmtDuration, fmtNumber, fmtSteps, fmtTime } from "../data/format";
 import { trackStream, untrackStream } from "../ui/conn";
 import { clear, el, frameScheduler, setText } from "../ui/dom";
@@ -21,19 +22,6 @@ interface Row {
   bar: HTMLElement;
   cells: Record<"ret" | "best" | "steps" | "started" | "duration" | "tags" | "name", HTMLElement>;
   check: HTMLInputElement;
-}
-
-interface Filter {
-  status: string;
-  tag: string;
-  name: string;
-}
-
-export function matches(exp: Experiment, f: Filter): boolean {
-  if (f.status && exp.status !== f.status) return false;
-  if (f.tag && !exp.tags.includes(f.tag)) return false;
-  if (f.name && !exp.name.toLowerCase().includes(f.name.toLowerCase())) return false;
-  return true;
 }
 
 export function mountList(root: HTMLElement): () => void {

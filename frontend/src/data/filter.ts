@@ -1,0 +1,17 @@
+/** The experiments page's filter, applied to live updates the same way the server applies it. */
+
+import type { Experiment } from "../api/types";
+
+export interface Filter {
+  status: string;
+  tag: string;
+  name: string;
+}
+
+/** Exact status, exact tag, case-insensitive name substring; empty means "any". */
+export function matches(exp: Experiment, f: Filter): boolean {
+  if (f.status && exp.status !== f.status) return false;
+  if (f.tag && !exp.tags.includes(f.tag)) return false;
+  if (f.name && !exp.name.toLowerCase().includes(f.name.toLowerCase())) return false;
+  return true;
+}
