@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import re
 import tarfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ import pytest
 
 from app.core.config import Settings
 from app.jobs.ray_head import LocalRayHead
+from tests.browser.helpers import chart_points, wait_until
 from tests.browser.server import LiveServer, live_server
 from trainer.config import PPOConfig
 
@@ -47,17 +47,6 @@ FORM_VALUES = {
     "stop.env_steps": "50000000",
     "checkpoint_every": "2",
 }
-
-
-def wait_until(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.25)
 
 
 class State:
@@ -149,11 +138,6 @@ def page(browser: Any, console: Console, request: pytest.FixtureRequest) -> Iter
 
 def shot(page: Any, artifacts: Path, name: str) -> None:
     page.screenshot(path=str(artifacts / f"{name}.png"), full_page=True)
-
-
-def chart_points(page: Any, title: str) -> int:
-    value = page.locator(f'[data-chart="{title}"]').get_attribute("data-points")
-    return int(value or 0)
 
 
 def test_form_shows_422_by_field_then_runs_stops_and_downloads(

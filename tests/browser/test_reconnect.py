@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from app.core.config import Settings
+from tests.browser.helpers import chart_points, wait_until
 from tests.browser.server import free_port, live_server
 from tests.browser.simulate import SimulatedJob
-from tests.browser.test_dashboard import chart_points, wait_until
 
 pytestmark = pytest.mark.browser
 
