@@ -26,6 +26,7 @@ from app.core.errors import NotFound, install_error_handlers
 from app.experiments.router import job_router as experiments_jobs
 from app.experiments.router import router as experiments
 from app.live.hub import LiveHub
+from app.live.pg_notify import PgListener, conninfo, notify
 from app.live.router import router as live
 from app.metrics.router import job_router as metrics_jobs
 from app.metrics.router import router as metrics
@@ -44,7 +45,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await asyncio.to_thread(migrate, engine)
         hub = LiveHub()
         await hub.start()
-        sessionmaker = make_sessionmaker(engine, hub)
+        listener = None
+        if settings.uses_pg_notify:
+            listener = PgListener(conninfo(engine), hub)
+            await asyncio.to_thread(listener.start)
+            sessionmaker = make_sessionmaker(engine, hub, notifier=notify)
+        else:
+            sessionmaker = make_sessionmaker(engine, hub)
         app.state.engine = engine
         app.state.hub = hub
         app.state.sessionmaker = sessionmaker
@@ -61,6 +68,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             if runtime is not None:
                 await runtime.stop()
+            if listener is not None:
+                await asyncio.to_thread(listener.stop)
             await hub.stop()
             engine.dispose()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -48,6 +49,12 @@ class Settings(BaseSettings):
         default=None,
         description="Base URL jobs use to call the API back; default http://{host}:{port}.",
     )
+    live_backend: Literal["auto", "memory", "postgres"] = Field(
+        default="auto",
+        description="How live messages reach websocket clients: in this process only (memory), "
+        "or through PostgreSQL LISTEN/NOTIFY to every API process on the database (postgres). "
+        "auto: postgres on a PostgreSQL database, memory otherwise.",
+    )
     frontend_dir: Path | None = Field(
         default=None,
         description="Built dashboard to serve at /; default frontend/dist of the project.",
@@ -58,6 +65,12 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'rollout.db').resolve()}"
+
+    @property
+    def uses_pg_notify(self) -> bool:
+        if self.live_backend == "auto":
+            return self.resolved_database_url.startswith("postgresql")
+        return self.live_backend == "postgres"
 
     @property
     def checkpoints_dir(self) -> Path:

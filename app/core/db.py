@@ -95,9 +95,20 @@ SessionMaker = sessionmaker[Session]
 _PENDING = "rollout_pending_messages"
 
 
-def make_sessionmaker(engine: Engine, hub: Publisher | None = None) -> SessionMaker:
-    """Sessions that deliver `publish_after_commit` messages to `hub` after each commit."""
-    factory = sessionmaker(bind=engine, expire_on_commit=False, info={"hub": hub})
+Notifier = Callable[[Session, str, dict[str, Any]], None]
+
+
+def make_sessionmaker(
+    engine: Engine, hub: Publisher | None = None, notifier: Notifier | None = None
+) -> SessionMaker:
+    """Sessions that deliver `publish_after_commit` messages to `hub` after each commit.
+
+    With a `notifier` (PostgreSQL LISTEN/NOTIFY across API processes), messages go into the
+    transaction itself instead and reach every process's hub through its listener.
+    """
+    factory = sessionmaker(
+        bind=engine, expire_on_commit=False, info={"hub": hub, "notifier": notifier}
+    )
 
     @event.listens_for(factory, "after_commit")
     def _deliver(session: Session) -> None:
@@ -116,6 +127,10 @@ def make_sessionmaker(engine: Engine, hub: Publisher | None = None) -> SessionMa
 
 def publish_after_commit(session: Session, topic: str, message: dict[str, Any]) -> None:
     """Queue a live message; it goes out only if the surrounding transaction commits."""
+    notifier = session.info.get("notifier")
+    if notifier is not None:
+        notifier(session, topic, message)
+        return
     session.info.setdefault(_PENDING, []).append((topic, message))
 
 

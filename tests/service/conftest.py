@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, inspect, text
 
 from app.core.config import Settings
 from app.core.db import import_models, transaction
@@ -32,16 +32,27 @@ SMALL_CONFIG: dict[str, Any] = {
 
 
 @pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
+def postgres_database() -> Iterator[str]:
     with fresh_database() as url:
         yield url
 
 
+@pytest.fixture
+def postgres_url(postgres_database: str) -> Iterator[str]:
+    """The session's PostgreSQL database, emptied after the test."""
+    try:
+        yield postgres_database
+    finally:
+        _empty_postgres(postgres_database)
+
+
 def _empty_postgres(url: str) -> None:
     engine = create_engine(url)
-    tables = ", ".join(t.name for t in import_models().sorted_tables)
-    with engine.begin() as conn:
-        conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+    existing = set(inspect(engine).get_table_names())
+    tables = ", ".join(t.name for t in import_models().sorted_tables if t.name in existing)
+    if tables:
+        with engine.begin() as conn:
+            conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
     engine.dispose()
 
 
@@ -55,11 +66,7 @@ def database_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -
     if backend == "sqlite":
         yield f"sqlite:///{tmp_path / 'rollout.db'}"
         return
-    url = request.getfixturevalue("postgres_url")
-    try:
-        yield url
-    finally:
-        _empty_postgres(url)
+    yield request.getfixturevalue("postgres_url")
 
 
 @pytest.fixture

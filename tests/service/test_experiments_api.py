@@ -6,13 +6,14 @@ from sqlalchemy import func, select
 
 from app.experiments.models import Experiment
 from tests.service.conftest import SMALL_CONFIG
+from trainer.config import PPOConfig
 
 
 def test_create_returns_the_experiment_with_defaults_filled_in(client, create_experiment):
     exp = create_experiment("cartpole", tags=["b", "a", "a"])
     assert exp["status"] == "pending"
     assert exp["tags"] == ["a", "b"]
-    assert exp["config"]["lr"] == 3e-4  # default filled in
+    assert exp["config"]["lr"] == PPOConfig().lr  # default filled in
     assert exp["config"]["num_epochs"] == 2
     assert exp["progress"] == 0.0
     assert [e["to_status"] for e in exp["events"]] == ["pending"]

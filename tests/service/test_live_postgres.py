@@ -1,0 +1,79 @@
+"""Live messages across API processes sharing one PostgreSQL database (LISTEN/NOTIFY)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.core.config import Settings
+from app.core.db import transaction
+from app.experiments import service
+from app.live.pg_notify import MAX_PAYLOAD, payloads
+from app.main import create_app
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.mark.postgres
+def test_ingest_on_one_process_reaches_a_client_of_another(postgres_url, tmp_path):
+    """Two apps (standing in for two API processes) on the same database."""
+
+    def settings(name: str) -> Settings:
+        return Settings(
+            database_url=postgres_url,
+            data_dir=tmp_path / name,
+            jobs_enabled=False,
+            frontend_dir=tmp_path / "none",
+        )
+
+    first, second = create_app(settings("a")), create_app(settings("b"))
+    with TestClient(first) as a, TestClient(second) as b:
+        exp = a.post("/api/v1/experiments", json={"name": "shared", "config": {}}).json()
+        with transaction(second.state.sessionmaker) as session:
+            token = service.issue_job_token(session, exp["id"])
+        with a.websocket_connect(f"/api/v1/experiments/{exp['id']}/stream") as ws:
+            while ws.receive_json()["type"] != "status":
+                pass
+            rows = [
+                {"step": s, "time_s": 0.0, "values": {f"m{i}": float(s) for i in range(30)}}
+                for s in range(1, 201)
+            ]
+            response = b.post(
+                f"/api/v1/jobs/experiments/{exp['id']}/metrics",
+                json={"rows": rows},
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            assert response.status_code == 200
+            steps: list[int] = []
+            while len(steps) < 200:
+                message = ws.receive_json()
+                if message["type"] == "metrics":
+                    assert message["series"]["m7"] == [float(s) for s in message["step"]]
+                    steps += message["step"]
+            assert steps == list(range(1, 201))  # split for NOTIFY, in order, complete
+
+
+def test_large_messages_are_split_under_the_notify_limit():
+    message = {
+        "type": "metrics",
+        "experiment_id": 1,
+        "step": list(range(1000)),
+        "series": {f"metric_{i}": [0.5] * 1000 for i in range(10)},
+    }
+    parts = payloads("experiment:1", message)
+    assert len(parts) > 1
+    assert all(len(p.encode()) <= MAX_PAYLOAD for p in parts)
+    steps = [s for p in parts for s in json.loads(p)["m"]["step"]]
+    assert steps == list(range(1000))
+
+
+def test_long_texts_are_shortened_and_log_batches_split():
+    status = {"type": "status", "experiment_id": 1, "status": "failed", "error": "x" * 50_000}
+    [part] = payloads("experiment:1", status)
+    assert len(part.encode()) <= MAX_PAYLOAD
+    assert "truncated" in json.loads(part)["m"]["error"]
+    logs = {"type": "log", "experiment_id": 1, "lines": [f"line {i} " * 20 for i in range(500)]}
+    parts = payloads("experiment:1", logs)
+    assert [line for p in parts for line in json.loads(p)["m"]["lines"]] == logs["lines"]
