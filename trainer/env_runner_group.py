@@ -12,10 +12,12 @@ restart is counted (`restarts`) and logged.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
 import math
 import os
+import shutil
 import tempfile
 from typing import Any
 
@@ -57,15 +59,17 @@ def ensure_ray(config: PPOConfig) -> None:
         os.environ.setdefault(key, value)
     address = os.environ.get("RAY_ADDRESS") or "local"
     if address == "local":
+        temp_dir = tempfile.mkdtemp(prefix="rollout-ray-", dir="/tmp")  # short: socket paths
         ray.init(
             address="local",
             num_cpus=max(2, math.ceil(config.ray_cpus)),
             num_gpus=math.ceil(config.num_learners * config.num_gpus_per_learner),
             object_store_memory=256 * 1024**2,
             include_dashboard=False,
-            _temp_dir=tempfile.mkdtemp(prefix="rollout-ray-", dir="/tmp"),
+            _temp_dir=temp_dir,
             log_to_driver=True,
         )
+        atexit.register(_shutdown_local_ray, temp_dir)
     else:
         ray.init(address=address, log_to_driver=True)
 
@@ -76,6 +80,14 @@ def _remote_env_runner() -> Any:
     import ray
 
     return ray.remote(EnvRunner)
+
+
+def _shutdown_local_ray(temp_dir: str) -> None:
+    """Stop the private Ray this process started and remove its session files."""
+    import ray
+
+    ray.shutdown()
+    shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 class EnvRunnerGroup:
