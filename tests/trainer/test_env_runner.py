@@ -177,3 +177,14 @@ def test_chunk_obs_are_module_inputs(frame_stack: int) -> None:
         assert chunk.obs.dtype == np.float32
         if chunk.t_started == 0 and frame_stack > 1:
             assert np.all(chunk.obs[0][: 4 * (frame_stack - 1)] == 0), "no frames before reset"
+
+
+def test_buffers_grow_when_autoreset_steps_pile_up() -> None:
+    """One-step episodes: every other vector step is an autoreset step, so the call needs
+    about twice the preallocated rows."""
+    runner = _runner(env_config={"max_episode_steps": 1})
+    result = runner.sample(200)
+    assert result.env_steps >= 200
+    assert all(len(c) == 1 and c.is_done for c in result.chunks)
+    assert len(result.episode_returns) == len(result.chunks)
+    assert all(c.t_started == 0 for c in result.chunks)
