@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
@@ -96,6 +96,26 @@ def _settle(
         return False
     service.transition(session, experiment_id, to, reason, error=error, log_tail=log_tail)
     return True
+
+
+def _claim(session: Session, experiment_id: int, submission_id: str) -> bool:
+    """Record our Ray job id on a waiting experiment unless another process got there first.
+
+    One conditional UPDATE (compare-and-set), so it is atomic on every backend: PostgreSQL
+    re-checks the condition after waiting for a concurrent claim's row lock, and SQLite runs
+    writers one at a time (a SELECT ... FOR UPDATE would lock nothing there).
+    """
+    result = session.execute(
+        update(Experiment)
+        .where(
+            Experiment.id == experiment_id,
+            Experiment.status.in_((S.pending, S.queued)),
+            Experiment.ray_job_id.is_(None),
+        )
+        .values(ray_job_id=submission_id, updated_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    return result.rowcount == 1
 
 
 class Reconciler:
@@ -254,11 +274,9 @@ class Reconciler:
         reason = f"submitted as Ray job {submission_id} ({snap.resources.describe()})"
 
         def claim(session: Session) -> str | None:
-            exp = service.get(session, snap.id, lock=True)
-            if exp.status not in (S.pending, S.queued):
+            if not _claim(session, snap.id, submission_id):
                 return None  # stopped meanwhile, or claimed by another API process
             token = service.issue_job_token(session, snap.id)
-            service.set_ray_job_id(session, snap.id, submission_id)
             service.transition(session, snap.id, S.running, reason)
             return token
 

@@ -1,5 +1,5 @@
 """The reconciler's decisions (queue, Ray job outcomes, stops, restarts) on a real migrated
-database, against a scripted stand-in for the Ray Jobs API (no Ray needed, fast)."""
+database (SQLite and PostgreSQL), against a scripted stand-in for the Ray Jobs API."""
 
 from __future__ import annotations
 
@@ -58,8 +58,9 @@ class ScriptedRay:
 
 
 @pytest.fixture
-def sessionmaker(tmp_path: Path) -> Iterator[SessionMaker]:
-    engine = make_engine(f"sqlite:///{tmp_path / 'rollout.db'}")
+def sessionmaker(database_url: str) -> Iterator[SessionMaker]:
+    """SQLite and PostgreSQL (the `database_url` fixture of this package)."""
+    engine = make_engine(database_url)
     migrate(engine)
     yield make_sessionmaker(engine)
     engine.dispose()
@@ -290,3 +291,21 @@ def test_a_just_claimed_experiment_is_not_failed_while_its_job_appears(
     del ray.jobs[job_id(sessionmaker, exp_id)]
     tick(make_reconciler(sessionmaker, ray, tmp_path))
     assert status(sessionmaker, exp_id) == "running"
+
+
+def test_two_api_processes_never_launch_an_experiment_twice(
+    sessionmaker: SessionMaker, tmp_path: Path
+) -> None:
+    ray = ScriptedRay(total_cpus=64)
+    ids = [create(sessionmaker) for _ in range(4)]
+    first, second = (make_reconciler(sessionmaker, ray, tmp_path) for _ in range(2))
+
+    async def both() -> None:
+        # SQLite may refuse one of two concurrent writers (the other process retries next tick).
+        await asyncio.gather(first.tick(), second.tick(), return_exceptions=True)
+        await asyncio.gather(first.tick(), second.tick(), return_exceptions=True)
+
+    asyncio.run(both())
+    launched = [request.experiment_id for _, request in ray.submitted]
+    assert sorted(launched) == ids
+    assert all(status(sessionmaker, i) == "running" for i in ids)
