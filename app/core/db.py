@@ -95,7 +95,7 @@ SessionMaker = sessionmaker[Session]
 _PENDING = "rollout_pending_messages"
 
 
-Notifier = Callable[[Session, str, dict[str, Any]], None]
+Notifier = Callable[[Session, list[tuple[str, dict[str, Any]]]], None]
 
 
 def make_sessionmaker(
@@ -106,9 +106,13 @@ def make_sessionmaker(
     With a `notifier` (PostgreSQL LISTEN/NOTIFY across API processes), messages go into the
     transaction itself instead and reach every process's hub through its listener.
     """
-    factory = sessionmaker(
-        bind=engine, expire_on_commit=False, info={"hub": hub, "notifier": notifier}
-    )
+    factory = sessionmaker(bind=engine, expire_on_commit=False, info={"hub": hub})
+
+    @event.listens_for(factory, "before_commit")
+    def _notify(session: Session) -> None:
+        # Across processes: the messages ride in the transaction, one statement for all.
+        if notifier is not None and session.info.get(_PENDING):
+            notifier(session, session.info.pop(_PENDING))
 
     @event.listens_for(factory, "after_commit")
     def _deliver(session: Session) -> None:
@@ -127,10 +131,6 @@ def make_sessionmaker(
 
 def publish_after_commit(session: Session, topic: str, message: dict[str, Any]) -> None:
     """Queue a live message; it goes out only if the surrounding transaction commits."""
-    notifier = session.info.get("notifier")
-    if notifier is not None:
-        notifier(session, topic, message)
-        return
     session.info.setdefault(_PENDING, []).append((topic, message))
 
 

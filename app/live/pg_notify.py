@@ -83,11 +83,14 @@ def payloads(topic: str, message: dict[str, Any]) -> list[str]:
     return []
 
 
-def notify(session: Session, topic: str, message: dict[str, Any]) -> None:
-    """Queue the message in the session's transaction; delivered to all listeners at commit."""
-    for payload in payloads(topic, message):
+def notify(session: Session, messages: list[tuple[str, dict[str, Any]]]) -> None:
+    """Send the messages in the session's transaction (one statement); PostgreSQL delivers
+    them to every listener at commit, in order."""
+    parts = [p for topic, message in messages for p in payloads(topic, message)]
+    if parts:
         session.execute(
-            text("SELECT pg_notify(:channel, :payload)"), {"channel": CHANNEL, "payload": payload}
+            text("SELECT pg_notify(:channel, p) FROM unnest(CAST(:parts AS text[])) AS t(p)"),
+            {"channel": CHANNEL, "parts": parts},
         )
 
 

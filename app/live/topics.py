@@ -5,12 +5,12 @@ Every message is a JSON object with a `type`:
 - `metrics`:    {"type", "experiment_id", "step": [..], "series": {name: [value | null, ..]}}
                 columnar, one entry per step, steps ascending
 - `status`:     {"type", "experiment_id", "status", "from_status", "reason", "at", "error"}
+                (the one sent after an experiment stream's backlog also has "experiment":
+                ExperimentPublic)
 - `checkpoint`: {"type", "experiment_id", "checkpoint": CheckpointPublic}
 - `log`:        {"type", "experiment_id", "lines": [..]}
 - `experiment`: {"type", "experiment": ExperimentPublic} (list page: status / progress changes)
 - `deleted`:    {"type", "experiment_id"} (list page)
-- `hello`:      {"type", "experiment": ExperimentPublic, "backlog_until_step"} (first message of
-                an experiment stream)
 """
 
 from __future__ import annotations

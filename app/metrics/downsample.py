@@ -69,9 +69,10 @@ def min_max_points(
 
 @contextmanager
 def binary_cursor(connection: Connection) -> Iterator[Any]:
-    """A psycopg cursor on the session's connection that sends arrays in binary format
-    (the text format quotes and scans every element: the bulk of a batch's client time)."""
-    cursor = connection.connection.driver_connection.cursor(binary=True)
+    """A psycopg cursor on the session's connection. Queries use `%b` placeholders, so arrays
+    travel in binary format (the text format quotes and scans every element: most of a
+    batch's client time)."""
+    cursor = connection.connection.driver_connection.cursor()
     try:
         yield cursor
     finally:

@@ -80,8 +80,8 @@ _SQLITE = (
 )
 _POSTGRES = (
     "INSERT INTO metric_rollups (experiment_id, name, level, bucket, min_step, min_value, "
-    "max_step, max_value) SELECT %s, * FROM unnest(%s::text[], %s::smallint[], %s::bigint[], "
-    "%s::bigint[], %s::float8[], %s::bigint[], %s::float8[])" + _MERGE
+    "max_step, max_value) SELECT %b, * FROM unnest(%b::text[], %b::smallint[], %b::bigint[], "
+    "%b::bigint[], %b::float8[], %b::bigint[], %b::float8[])" + _MERGE
 )
 
 

@@ -46,7 +46,7 @@ _SQLITE_UPSERT = (
 # One statement per batch: arrays in, rows out (far faster than row-by-row executemany).
 _POSTGRES_UPSERT = (
     "INSERT INTO metric_points (experiment_id, name, step, value) "
-    "SELECT %s, n, s, v FROM unnest(%s::text[], %s::bigint[], %s::float8[]) AS t(n, s, v) "
+    "SELECT %b, n, s, v FROM unnest(%b::text[], %b::bigint[], %b::float8[]) AS t(n, s, v) "
     "ON CONFLICT (experiment_id, name, step) DO UPDATE SET value = EXCLUDED.value"
 )
 
