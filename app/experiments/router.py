@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Response, status
 from sqlalchemy.orm import Session
 
 from app.checkpoints.storage import remove_experiment_dir
 from app.core.auth import JobTokenDep, require_api_token
-from app.core.db import run_in_transaction
+from app.core.db import SessionMaker, run_in_transaction
 from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
 from app.experiments import service
 from app.experiments.lifecycle import ExperimentStatus
@@ -26,6 +27,7 @@ from app.experiments.schemas import (
     JobExperiment,
     LogsPublic,
 )
+from app.experiments.service import JobsControl
 from trainer.wire import LogLines, StatusReport
 
 router = APIRouter(
@@ -52,8 +54,13 @@ def _detail(session: Session, exp: Experiment) -> ExperimentDetail:
 
 
 async def _create_then_launch(
-    sessionmaker: SessionMakerDep, jobs: JobsDep, fn, *args
+    sessionmaker: SessionMaker,
+    jobs: JobsControl | None,
+    fn: Callable[..., Experiment],
+    *args: Any,
 ) -> ExperimentDetail:
+    """Store the new experiment (one transaction), then hand it to the jobs runtime."""
+
     def work(session: Session) -> ExperimentDetail:
         return _detail(session, fn(session, *args))
 
