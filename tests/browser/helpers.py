@@ -23,3 +23,9 @@ def chart_points(page: Any, title: str) -> int:
     """How many x positions the chart titled `title` currently draws (its data-points)."""
     value = page.locator(f'[data-chart="{title}"]').get_attribute("data-points")
     return int(value or 0)
+
+
+def chart_drawn(page: Any, title: str) -> int:
+    """How many x positions the chart titled `title` renders in its current x range."""
+    value = page.locator(f'[data-chart="{title}"]').get_attribute("data-drawn")
+    return int(value or 0)

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from app.core.config import Settings
-from tests.browser.helpers import chart_points, wait_until
+from tests.browser.helpers import chart_drawn, chart_points, wait_until
 from tests.browser.server import live_server
 from tests.browser.simulate import SimulatedJob
 
@@ -65,9 +65,15 @@ def test_drag_zoom_fetches_full_resolution(
                 page.mouse.down()
                 page.mouse.move(box["x"] + box["width"] * 0.50, y, steps=5)
                 page.mouse.up()
-            assert "names=episode_len_mean" in request.value.url
+            # The charts zoom together, so one request fetches every series of the range.
+            assert "episode_len_mean" in request.value.url
+            assert "policy_loss" in request.value.url
             # ~600 raw points in the zoomed 10 % replace ~200 downsampled ones.
             wait_until(lambda: chart_points(page, CHART) > before + 200, 15, "full resolution")
+            wait_until(lambda: chart_points(page, "Policy loss") > before + 200, 15, "synced")
+            # ... and they are drawn: the zoomed 10 % of 6000 iterations, ~600 points, on screen.
+            wait_until(lambda: chart_drawn(page, CHART) > 450, 15, "full resolution on screen")
+            wait_until(lambda: chart_drawn(page, "Policy loss") > 450, 15, "synced on screen")
             page.screenshot(path=str(artifacts / "zoomed.png"))
             # Double-click resets the zoom; the extra resolution stays merged in.
             over.dblclick()

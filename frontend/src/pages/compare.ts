@@ -68,8 +68,9 @@ export function mountCompare(root: HTMLElement, query: URLSearchParams): () => v
           lines: ids.map((id) => ({ label: label(id), color: colorOf(id) })),
           log: settings.log,
           ...xAxis(settings.xMode),
-          onZoom: (lo, hi) => void zoom(metric, lo, hi),
-          onResetZoom: () => redraw(metric),
+          syncKey: "compare",
+          onZoom: (lo, hi) => void zoom(lo, hi),
+          onResetZoom: () => resetZoom(),
         }),
       );
     }
@@ -92,7 +93,18 @@ export function mountCompare(root: HTMLElement, query: URLSearchParams): () => v
     changed.clear();
   });
 
-  async function zoom(metric: string, lo: number, hi: number): Promise<void> {
+  // Synced charts zoom together (see the experiment page): one fetch per experiment.
+  let lastZoom = "";
+  function resetZoom(): void {
+    lastZoom = "";
+    for (const c of charts.values()) c.resetZoom();
+  }
+
+  async function zoom(lo: number, hi: number): Promise<void> {
+    const key = `${Math.floor(lo)}:${Math.ceil(hi)}`;
+    if (key === lastZoom) return; // the same drag, reported by another synced chart
+    lastZoom = key;
+    for (const c of charts.values()) c.zoomed = true;
     try {
       await Promise.all(
         feeds.map((f) => {
@@ -103,7 +115,7 @@ export function mountCompare(root: HTMLElement, query: URLSearchParams): () => v
             a = inverseInterpolate(wall, lo) ?? lo;
             b = inverseInterpolate(wall, hi) ?? hi;
           }
-          return f.zoom(Math.max(0, Math.floor(a)), Math.ceil(b), [metric, WALL_TIME]);
+          return f.zoom(Math.max(0, Math.floor(a)), Math.ceil(b), [...COMPARE_METRICS.map(([m]) => m), WALL_TIME]);
         }),
       );
     } catch (e) {

@@ -113,8 +113,9 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
         band,
         log: settings.log,
         ...xAxis(settings.xMode),
-        onZoom: (lo, hi) => void zoom(def, lo, hi),
-        onResetZoom: () => redraw(view),
+        syncKey: `experiment-${id}`,
+        onZoom: (lo, hi) => void zoom(lo, hi),
+        onResetZoom: () => resetZoom(),
       }),
     };
     return view;
@@ -131,7 +132,16 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
     changed.clear();
   });
 
-  async function zoom(def: ChartDef, lo: number, hi: number): Promise<void> {
+  // The charts share a cursor sync key, so uPlot zooms them all together: fetch every series of
+  // the range once, and keep all of them zoomed until a double-click resets all.
+  let lastZoom = "";
+  function resetZoom(): void {
+    lastZoom = "";
+    for (const v of views) v.chart.resetZoom();
+  }
+
+  async function zoom(lo: number, hi: number): Promise<void> {
+    for (const v of views) v.chart.zoomed = true;
     let a = lo;
     let b = hi;
     if (settings.xMode === "time") {
@@ -139,8 +149,12 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
       a = inverseInterpolate(wall, lo) ?? lo;
       b = inverseInterpolate(wall, hi) ?? hi;
     }
+    const [stepMin, stepMax] = [Math.max(0, Math.floor(a)), Math.ceil(b)];
+    const key = `${stepMin}:${stepMax}`;
+    if (key === lastZoom) return; // the same drag, reported by another synced chart
+    lastZoom = key;
     try {
-      await feed.zoom(Math.max(0, Math.floor(a)), Math.ceil(b), [...def.lines.map((l) => l.name), WALL_TIME]);
+      await feed.zoom(stepMin, stepMax, allMetricNames());
     } catch (e) {
       showNotice(e);
     }

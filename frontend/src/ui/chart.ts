@@ -26,6 +26,8 @@ export interface ChartOptions {
   log: boolean;
   height?: number;
   formatX?: (v: number) => string;
+  /** Charts sharing a key show the cursor at the same x together. */
+  syncKey?: string;
   onZoom?: (lo: number, hi: number) => void;
   onResetZoom?: () => void;
 }
@@ -104,9 +106,17 @@ export class MetricChart {
         },
         { stroke: axisStroke, grid: { stroke: grid }, ticks: { stroke: grid }, size: 60 },
       ],
-      cursor: { drag: { x: true, y: false, setScale: true } },
+      cursor: { drag: { x: true, y: false, setScale: true }, sync: o.syncKey ? { key: o.syncKey } : undefined },
       legend: { live: true },
       hooks: {
+        // How many x positions are actually drawn (the rendered index window): lets tests and
+        // benchmarks see what is on screen, not just what is held.
+        draw: [
+          (u) => {
+            const idxs = u.series[1]?.idxs;
+            this.root.dataset.drawn = String(idxs ? idxs[1] - idxs[0] + 1 : 0);
+          },
+        ],
         setSelect: [
           (u) => {
             if (u.select.width < 3) return;
@@ -129,8 +139,22 @@ export class MetricChart {
   setData(data: Aligned): void {
     this.data = data;
     if (!this.plot) return;
-    this.plot.setData(data as uPlot.AlignedData, !this.zoomed);
+    if (this.zoomed) {
+      // setData(…, false) keeps the scale but not the drawn index window: set the same x range
+      // again so the new points inside it are drawn.
+      const { min, max } = this.plot.scales.x;
+      this.plot.setData(data as uPlot.AlignedData, false);
+      if (min !== undefined && max !== undefined) this.plot.setScale("x", { min, max });
+    } else {
+      this.plot.setData(data as uPlot.AlignedData);
+    }
     this.root.dataset.points = String(data[0].length);
+  }
+
+  /** Back to the full x range (after a double-click on any chart of a synced group). */
+  resetZoom(): void {
+    this.zoomed = false;
+    this.plot?.setData(this.data as uPlot.AlignedData, true);
   }
 
   /** Rebuild with changed options (log scale, x axis, theme); data is kept. */
