@@ -52,10 +52,17 @@ def throwaway_server() -> Iterator[str]:
         timeout=120,
     )
     options = f"-p {port} -k {parent} -c listen_addresses=127.0.0.1 -c fsync=off"
+    # The server inherits pg_ctl's stdout/stderr: send them to a log file, never to a pipe
+    # that would stay open (and block us) for the server's lifetime.
+    log = parent / "server.log"
     subprocess.run(
-        _as_postgres([pg_ctl, "-D", str(data), "-w", "-t", "60", "-o", options, "start"]),
+        _as_postgres(
+            [pg_ctl, "-D", str(data), "-l", str(log), "-w", "-t", "60", "-o", options, "start"]
+        ),
         check=True,
-        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         timeout=90,
     )
     try:
@@ -63,7 +70,9 @@ def throwaway_server() -> Iterator[str]:
     finally:
         subprocess.run(
             _as_postgres([pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"]),
-            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             timeout=60,
         )
         shutil.rmtree(parent, ignore_errors=True)
