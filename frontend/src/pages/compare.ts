@@ -168,7 +168,7 @@ export function mountCompare(root: HTMLElement, query: URLSearchParams): () => v
       renderDiff();
       makeCharts();
       ids.forEach((id, i) => {
-        trackStream(keys[i], false);
+        trackStream(keys[i], null);
         const feed = new ExperimentFeed(id, [...COMPARE_METRICS.map(([m]) => m), WALL_TIME], {
           onMetrics: (names) => {
             for (const n of names) changed.add(n);

@@ -363,7 +363,7 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
 
   // ---- wiring ---------------------------------------------------------------------------------
   const key = {};
-  trackStream(key, false);
+  trackStream(key, null);
   const feed = new ExperimentFeed(id, allMetricNames(), {
     onMetrics: (names) => {
       for (const n of names) changed.add(n);

@@ -219,7 +219,7 @@ export function mountList(root: HTMLElement): () => void {
       everOnline ||= online;
     },
   });
-  trackStream(key, false);
+  trackStream(key, null);
   void load(true).then(() => stream.start());
 
   // Durations and ETAs of running experiments move with the clock.

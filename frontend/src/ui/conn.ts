@@ -1,22 +1,23 @@
-/** The header's connection indicator: "live" while every open stream is connected, else "offline". */
+/**
+ * The header's connection indicator: "live" while every open stream is connected, "offline"
+ * as soon as one has dropped (it reconnects by itself), "connecting" before the first connect.
+ */
 
-const streams = new Map<object, boolean>();
+/** true: connected, false: dropped, null: not connected yet. */
+const streams = new Map<object, boolean | null>();
 
 function render(): void {
   const node = document.getElementById("conn");
   if (!node) return;
-  if (streams.size === 0) {
-    node.textContent = "";
-    node.className = "conn";
-    return;
-  }
-  const online = [...streams.values()].every(Boolean);
-  node.textContent = online ? "● live" : "○ offline";
-  node.className = `conn ${online ? "online" : "offline"}`;
-  node.setAttribute("data-state", online ? "online" : "offline");
+  const states = [...streams.values()];
+  const state = states.length === 0 ? "" : states.includes(false) ? "offline" : states.includes(null) ? "connecting" : "online";
+  node.textContent = { "": "", offline: "○ offline", connecting: "◌ connecting…", online: "● live" }[state];
+  node.className = `conn ${state}`;
+  if (state) node.setAttribute("data-state", state);
+  else node.removeAttribute("data-state");
 }
 
-export function trackStream(key: object, online: boolean): void {
+export function trackStream(key: object, online: boolean | null): void {
   streams.set(key, online);
   render();
 }
