@@ -190,16 +190,22 @@ def test_resume_restores_torch_rng(tmp_path: Path) -> None:
 def test_env_runner_actors_sample_and_recover_from_a_killed_runner(ray_client: None) -> None:
     import ray
 
-    algo = PPO(_config(num_env_runners=2, num_cpus_per_env_runner=0.5))
+    algo = PPO(_config(num_env_runners=2, num_cpus_per_env_runner=0.5, normalize_observations=True))
     try:
         first = algo.train()
         assert first["env_steps"] >= 256 and first["env_runner_restarts"] == 0
         assert first["policy_lag"] == 0
+        # Both runners normalise with the merged stats of everything either has seen.
+        states = ray.get([a.get_connector_state.remote() for a in algo.env_runners.actors])
+        assert states[0] == states[1] == algo.env_runners.connector_state
+        assert states[0]["obs_filter"]["count"] >= first["env_steps"]
         ray.kill(algo.env_runners.actors[0], no_restart=True)
         second = algo.train()
         assert second["env_runner_restarts"] == 1
         assert second["env_steps"] >= first["env_steps"] + 256
         third = algo.train()  # the replacement runner samples with the current weights
         assert third["env_runner_restarts"] == 1 and third["policy_lag"] == 0
+        states = ray.get([a.get_connector_state.remote() for a in algo.env_runners.actors])
+        assert states[0] == states[1] == algo.env_runners.connector_state
     finally:
         algo.stop()
