@@ -64,13 +64,13 @@ def pack(directory: Path, archive: Path | None = None) -> Path:
 
 
 def read_meta(path: Path) -> dict[str, Any]:
-    with _opened(Path(path)) as directory:
+    with _CheckpointDir(Path(path)) as directory:
         return json.loads((directory / META_FILE).read_text())
 
 
 def load(path: Path) -> tuple[PPOConfig, dict[str, Any]]:
     """(config, PPO state) from a checkpoint directory or .tar.gz."""
-    with _opened(Path(path)) as directory:
+    with _CheckpointDir(Path(path)) as directory:
         meta = json.loads((directory / META_FILE).read_text())
         if meta.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"{path}: unsupported checkpoint format {meta.get('format_version')}")
@@ -78,7 +78,7 @@ def load(path: Path) -> tuple[PPOConfig, dict[str, Any]]:
     return PPOConfig.model_validate(meta["config"]), state
 
 
-class _opened:
+class _CheckpointDir:
     """Context manager: a directory holding checkpoint.json, extracting an archive if needed.
 
     Archives may hold the files at their root or inside one top-level folder.
