@@ -2,7 +2,7 @@
 
 import "./styles.css";
 import { mountCompare } from "./pages/compare";
-import { mountDetail } from "./pages/detail";
+import { mountDetail } from "./pages/detail/page";
 import { mountList } from "./pages/list";
 import { mountNew } from "./pages/new";
 import { apiToken, setApiToken } from "./api/client";

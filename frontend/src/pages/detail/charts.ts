@@ -1,0 +1,107 @@
+/**
+ * The experiment page's chart grid: one uPlot chart per chart definition, created once and fed
+ * from the feed's store; x axis, smoothing and log scale controls; synced zoom that fetches the
+ * zoomed range of every series at full resolution.
+ */
+
+import type { ExperimentFeed } from "../../api/feed";
+import { plotData, WALL_TIME } from "../../data/plotData";
+import { inverseInterpolate } from "../../data/series";
+import { MetricChart, PALETTE } from "../../ui/chart";
+import { chartControls, xAxis, type ChartSettings } from "../../ui/chartControls";
+import { el, frameScheduler } from "../../ui/dom";
+import { allMetricNames, CHARTS, type ChartDef } from "../chartDefs";
+
+interface View {
+  def: ChartDef;
+  chart: MetricChart;
+}
+
+export class ChartsPanel {
+  readonly root: HTMLElement;
+  private readonly settings: ChartSettings = { xMode: "steps", smoothing: 0, log: false };
+  private readonly views: View[];
+  private readonly changed = new Set<string>();
+  private lastZoom = "";
+  private readonly flush = frameScheduler(() => this.redrawChanged());
+
+  constructor(
+    private readonly feed: ExperimentFeed,
+    private readonly onError: (e: unknown) => void,
+  ) {
+    const grid = el("div", { class: "charts" });
+    const controls = chartControls(this.settings, (what) => {
+      if (what !== "smoothing") for (const v of this.views) v.chart.reconfigure({ log: this.settings.log, ...xAxis(this.settings.xMode) });
+      this.redrawAll();
+    });
+    this.root = el("section", { class: "panel" }, el("h2", {}, "Metrics"), controls, grid);
+    this.views = CHARTS.map((def) => ({ def, chart: this.makeChart(grid, def) }));
+  }
+
+  private makeChart(grid: HTMLElement, def: ChartDef): MetricChart {
+    const inBand = (name: string) => Boolean(def.band?.includes(name));
+    const index = (name: string | undefined) => def.lines.findIndex((l) => l.name === name) + 1;
+    return new MetricChart(grid, {
+      title: def.title,
+      lines: def.lines.map((l, i) => ({ label: l.label, color: inBand(l.name) ? PALETTE[0] : PALETTE[i % PALETTE.length], bandEdge: inBand(l.name) })),
+      band: def.band ? [index(def.band[0]), index(def.band[1])] : undefined,
+      log: this.settings.log,
+      ...xAxis(this.settings.xMode),
+      syncKey: `experiment-${this.feed.id}`,
+      onZoom: (lo, hi) => void this.zoom(lo, hi),
+      onResetZoom: () => this.resetZoom(),
+    });
+  }
+
+  /** New points arrived for these series: redraw their charts on the next frame. */
+  update(names: string[]): void {
+    for (const n of names) this.changed.add(n);
+    this.flush();
+  }
+
+  private redraw(v: View): void {
+    const names = v.def.lines.map((l) => l.name);
+    const { xMode, smoothing } = this.settings;
+    v.chart.setData(plotData((n) => this.feed.store.get(n), names, xMode, smoothing, Boolean(v.def.band)));
+  }
+
+  private redrawAll(): void {
+    for (const v of this.views) this.redraw(v);
+  }
+
+  private redrawChanged(): void {
+    const all = this.changed.has(WALL_TIME) && this.settings.xMode === "time";
+    for (const v of this.views) if (all || v.def.lines.some((l) => this.changed.has(l.name))) this.redraw(v);
+    this.changed.clear();
+  }
+
+  // The charts share a cursor sync key, so uPlot zooms them all together: fetch every series of
+  // the range once, and keep all of them zoomed until a double-click resets all.
+  private resetZoom(): void {
+    this.lastZoom = "";
+    for (const v of this.views) v.chart.resetZoom();
+  }
+
+  private async zoom(lo: number, hi: number): Promise<void> {
+    for (const v of this.views) v.chart.zoomed = true;
+    let [a, b] = [lo, hi];
+    if (this.settings.xMode === "time") {
+      const wall = this.feed.store.get(WALL_TIME);
+      a = inverseInterpolate(wall, lo) ?? lo;
+      b = inverseInterpolate(wall, hi) ?? hi;
+    }
+    const [stepMin, stepMax] = [Math.max(0, Math.floor(a)), Math.ceil(b)];
+    const key = `${stepMin}:${stepMax}`;
+    if (key === this.lastZoom) return; // the same drag, reported by another synced chart
+    this.lastZoom = key;
+    try {
+      await this.feed.zoom(stepMin, stepMax, allMetricNames());
+    } catch (e) {
+      this.onError(e);
+    }
+  }
+
+  destroy(): void {
+    for (const v of this.views) v.chart.destroy();
+  }
+}

@@ -1,0 +1,163 @@
+/**
+ * Experiment page: live charts fed by the experiment's stream, status timeline, config, live log
+ * tail, checkpoints with downloads, and the actions (stop, resume, fork, delete).
+ */
+
+import { api, ApiError } from "../../api/client";
+import { ExperimentFeed } from "../../api/feed";
+import type { Experiment } from "../../api/types";
+import { trackStream, untrackStream } from "../../ui/conn";
+import { el, setText } from "../../ui/dom";
+import { progressBar, updateProgress } from "../../ui/progress";
+import { statusBadge, updateBadge } from "../../ui/status";
+import { allMetricNames } from "../chartDefs";
+import { renderActions, setResumable } from "./actions";
+import { ChartsPanel } from "./charts";
+import { CheckpointsPanel } from "./checkpoints";
+import { LogView } from "./logView";
+import { metaLine, renderFailure, renderStats, renderTimeline } from "./sections";
+
+/** Stats come from the experiment row; while metrics flow it is re-read at most this often. */
+const REFRESH_MS = 2000;
+
+export function mountDetail(root: HTMLElement, id: number): () => void {
+  document.title = `Experiment ${id} · Rollout`;
+  let exp: Experiment | null = null;
+  let closed = false;
+
+  const title = el("h1", {}, `Experiment ${id}`);
+  const badge = statusBadge("pending");
+  const meta = el("p", { class: "muted meta" });
+  const actions = el("div", { class: "actions" });
+  const bar = progressBar();
+  const stats = el("dl", { class: "stats" });
+  const failure = el("section", { class: "panel failure", hidden: true });
+  const notice = el("p", { class: "error-box", hidden: true });
+  const timeline = el("ol", { class: "timeline" });
+  const configPre = el("pre", { class: "config" });
+  const log = new LogView();
+
+  function showNotice(e: unknown): void {
+    notice.hidden = false;
+    notice.textContent = e instanceof ApiError ? e.message : String(e);
+  }
+
+  const checkpoints = new CheckpointsPanel(id, showNotice);
+  const key = {};
+  trackStream(key, null);
+  const feed = new ExperimentFeed(id, allMetricNames(), {
+    onMetrics: (names) => {
+      charts.update(names);
+      scheduleRefresh();
+    },
+    onExperiment: (e) => applyExperiment(e),
+    onStatus: () => void refreshExperiment(),
+    onCheckpoint: () => void refreshCheckpoints(),
+    onLog: (lines, replace) => log.add(lines, replace),
+    onState: (online) => trackStream(key, online),
+  });
+  const charts = new ChartsPanel(feed, showNotice);
+
+  root.appendChild(
+    el(
+      "div",
+      { class: "detail" },
+      el("section", { class: "panel" }, el("div", { class: "page-head" }, el("div", { class: "title-line" }, title, badge), actions), meta, bar, stats, notice),
+      failure,
+      charts.root,
+      el("div", { class: "two-col" }, el("section", { class: "panel" }, el("h2", {}, "Status timeline"), timeline), checkpoints.root),
+      el("section", { class: "panel" }, el("h2", {}, "Log"), log.root),
+      el("section", { class: "panel" }, el("details", {}, el("summary", {}, "Config"), configPre)),
+    ),
+  );
+
+  async function act(fn: () => Promise<Experiment | undefined>): Promise<void> {
+    try {
+      notice.hidden = true;
+      const res = await fn();
+      if (res && res.id === id) applyExperiment(res);
+    } catch (e) {
+      showNotice(e);
+    }
+  }
+
+  const handlers = {
+    stop: () => void act(() => api.stop(id)),
+    resume: () =>
+      void act(async () => {
+        location.hash = `#/experiments/${(await api.resume(id)).id}`;
+        return undefined;
+      }),
+    remove: () =>
+      void act(async () => {
+        await api.remove(id);
+        location.hash = "#/";
+        return undefined;
+      }),
+  };
+
+  function applyExperiment(e: Experiment): void {
+    const previous = exp?.status;
+    exp = { ...e, events: e.events ?? exp?.events };
+    document.title = `${e.name} · Rollout`;
+    setText(title, e.name);
+    updateBadge(badge, e.status);
+    meta.textContent = metaLine(e);
+    updateProgress(bar, exp);
+    renderStats(stats, exp);
+    renderFailure(failure, exp);
+    if (exp.events) renderTimeline(timeline, exp.events);
+    if (previous !== e.status) renderActions(actions, exp, checkpoints.count > 0, handlers);
+    if (!configPre.textContent) configPre.textContent = JSON.stringify(e.config, null, 2);
+    if (previous !== undefined && previous !== e.status) void refreshCheckpoints();
+  }
+
+  async function refreshExperiment(): Promise<void> {
+    try {
+      const e = await api.get(id);
+      if (!closed) applyExperiment(e);
+    } catch (e) {
+      if (!closed) showNotice(e);
+    }
+  }
+
+  let refreshTimer: ReturnType<typeof setTimeout> | null = null;
+  function scheduleRefresh(): void {
+    if (refreshTimer !== null) return;
+    refreshTimer = setTimeout(() => {
+      refreshTimer = null;
+      void refreshExperiment();
+    }, REFRESH_MS);
+  }
+
+  async function refreshCheckpoints(): Promise<void> {
+    try {
+      const list = await api.checkpoints(id);
+      if (closed) return;
+      checkpoints.render(list);
+      setResumable(actions, list.length > 0);
+    } catch (e) {
+      if (!closed) showNotice(e);
+    }
+  }
+
+  void (async () => {
+    try {
+      const e = await api.get(id);
+      if (closed) return;
+      applyExperiment(e);
+      await refreshCheckpoints();
+      await feed.start();
+    } catch (e) {
+      if (!closed) showNotice(e);
+    }
+  })();
+
+  return () => {
+    closed = true;
+    if (refreshTimer !== null) clearTimeout(refreshTimer);
+    feed.close();
+    untrackStream(key);
+    charts.destroy();
+  };
+}
