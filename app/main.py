@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from fastapi.responses import FileResponse
@@ -21,15 +22,16 @@ from app.checkpoints.router import job_router as checkpoints_jobs
 from app.checkpoints.router import router as checkpoints
 from app.core import system
 from app.core.config import Settings
-from app.core.db import PROJECT_ROOT, make_engine, make_sessionmaker, migrate
+from app.core.db import PROJECT_ROOT, SessionMaker, make_engine, make_sessionmaker, migrate
 from app.core.errors import NotFound, install_error_handlers
 from app.experiments.router import job_router as experiments_jobs
 from app.experiments.router import router as experiments
 from app.live.hub import LiveHub
-from app.live.pg_notify import PgListener, conninfo, notify
+from app.live.pg_notify import MetricsLoader, PgListener, conninfo, notify
 from app.live.router import router as live
 from app.metrics.router import job_router as metrics_jobs
 from app.metrics.router import router as metrics
+from app.metrics.service import metrics_message_between
 
 API_PREFIX = "/api/v1"
 
@@ -47,9 +49,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await hub.start()
         listener = None
         if settings.uses_pg_notify:
-            listener = PgListener(conninfo(engine), hub)
-            await asyncio.to_thread(listener.start)
             sessionmaker = make_sessionmaker(engine, hub, notifier=notify)
+            listener = PgListener(conninfo(engine), hub, _metrics_loader(sessionmaker))
+            await asyncio.to_thread(listener.start)
         else:
             sessionmaker = make_sessionmaker(engine, hub)
         app.state.engine = engine
@@ -98,6 +100,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(system.router)
     _serve_frontend(app, settings.frontend_dir or PROJECT_ROOT / "frontend" / "dist")
     return app
+
+
+def _metrics_loader(sessionmaker: SessionMaker) -> MetricsLoader:
+    def load(experiment_id: int, step_min: int, step_max: int) -> dict[str, Any]:
+        with sessionmaker() as session:
+            return metrics_message_between(session, experiment_id, step_min, step_max)
+
+    return load
 
 
 def _serve_frontend(app: FastAPI, dist: Path) -> None:

@@ -5,7 +5,9 @@ reach websocket clients of all of them. Messages are then sent with `pg_notify` 
 transaction that wrote the data (PostgreSQL delivers them at commit, in commit order, and
 drops them on rollback), and every process runs a `PgListener` thread that LISTENs and hands
 them to its in-process hub. A NOTIFY payload is limited to 8000 bytes, so large messages are
-split (metrics by steps, logs by lines) and over-long texts are shortened.
+split (logs by lines) and over-long texts are shortened. Metric batches travel as a reference
+(`metrics_ref`: experiment and step range); a process with subscribers to that experiment reads
+the points back from the database, one that has none does no work at all.
 """
 
 from __future__ import annotations
@@ -13,13 +15,17 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
-from app.core.db import Publisher
+from app.live.hub import LiveHub
+
+# (experiment_id, step_min, step_max) -> a `metrics` message with the stored points.
+MetricsLoader = Callable[[int, int, int], dict[str, Any]]
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +89,21 @@ def payloads(topic: str, message: dict[str, Any]) -> list[str]:
     return []
 
 
+def _by_reference(message: dict[str, Any]) -> dict[str, Any]:
+    if message.get("type") != "metrics" or not message["step"]:
+        return message
+    return {
+        "type": "metrics_ref",
+        "experiment_id": message["experiment_id"],
+        "step_min": message["step"][0],
+        "step_max": message["step"][-1],
+    }
+
+
 def notify(session: Session, messages: list[tuple[str, dict[str, Any]]]) -> None:
     """Send the messages in the session's transaction (one statement); PostgreSQL delivers
     them to every listener at commit, in order."""
-    parts = [p for topic, message in messages for p in payloads(topic, message)]
+    parts = [p for topic, message in messages for p in payloads(topic, _by_reference(message))]
     if parts:
         session.execute(
             text("SELECT pg_notify(:channel, p) FROM unnest(CAST(:parts AS text[])) AS t(p)"),
@@ -102,9 +119,12 @@ def conninfo(engine: Engine) -> str:
 class PgListener:
     """A thread that LISTENs on the channel and publishes what arrives to the local hub."""
 
-    def __init__(self, dsn: str, hub: Publisher, poll_s: float = 0.5) -> None:
+    def __init__(
+        self, dsn: str, hub: LiveHub, load_metrics: MetricsLoader, poll_s: float = 0.5
+    ) -> None:
         self._dsn = dsn
         self._hub = hub
+        self._load_metrics = load_metrics
         self._poll_s = poll_s
         self._stop = threading.Event()
         self._ready = threading.Event()
@@ -138,6 +158,13 @@ class PgListener:
     def _deliver(self, payload: str) -> None:
         try:
             data = json.loads(payload)
-            self._hub.publish(data["t"], data["m"])
+            topic, message = data["t"], data["m"]
+            if message["type"] == "metrics_ref":
+                if not self._hub.subscriber_count(topic):
+                    return
+                message = self._load_metrics(
+                    message["experiment_id"], message["step_min"], message["step_max"]
+                )
+            self._hub.publish(topic, message)
         except (ValueError, KeyError, TypeError):
             log.warning("ignored a malformed live message")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -140,3 +141,18 @@ def series(
         select(MetricPoint.step, MetricPoint.value).where(*where).order_by(MetricPoint.step)
     ).all()
     return Series(step=[r[0] for r in rows], value=[r[1] for r in rows]), False
+
+
+def metrics_message_between(
+    session: Session, experiment_id: int, step_min: int, step_max: int
+) -> dict[str, Any]:
+    """The stored points of [step_min, step_max] as one live `metrics` message."""
+    rows = session.execute(
+        select(MetricPoint.step, MetricPoint.name, MetricPoint.value).where(
+            MetricPoint.experiment_id == experiment_id,
+            MetricPoint.step >= step_min,
+            MetricPoint.step <= step_max,
+        )
+    ).all()
+    steps, columns = columnar([tuple(r) for r in rows])
+    return metrics_message(experiment_id, steps, columns)
