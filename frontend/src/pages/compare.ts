@@ -6,7 +6,6 @@
 import { api, ApiError } from "../api/client";
 import { ExperimentFeed } from "../api/feed";
 import type { Experiment } from "../api/types";
-import { diffConfigs } from "../data/configDiff";
 import { alignSeries, type XY } from "../data/align";
 import { plotData, WALL_TIME } from "../data/plotData";
 import { inverseInterpolate } from "../data/series";
@@ -14,14 +13,9 @@ import { MetricChart, PALETTE } from "../ui/chart";
 import { chartControls, xAxis, type ChartSettings } from "../ui/chartControls";
 import { trackStream, untrackStream } from "../ui/conn";
 import { el, frameScheduler } from "../ui/dom";
-import { statusBadge, updateBadge } from "../ui/status";
+import { diffTable, legendItem } from "../ui/compareParts";
+import { updateBadge } from "../ui/status";
 import { COMPARE_METRICS } from "./chartDefs";
-
-function show(v: unknown): string {
-  if (v === undefined) return "(absent)";
-  if (v === null) return "none";
-  return typeof v === "object" ? JSON.stringify(v) : String(v);
-}
 
 export function mountCompare(root: HTMLElement, query: URLSearchParams): () => void {
   document.title = "Compare · Rollout";
@@ -124,39 +118,16 @@ export function mountCompare(root: HTMLElement, query: URLSearchParams): () => v
     }
   }
 
-  function renderLegend(): void {
+  function renderHeader(): void {
+    const items = ids.map((id) => ({ exp: exps.get(id) as Experiment, label: label(id), color: colorOf(id) }));
     legend.replaceChildren(
-      ...ids.map((id) => {
-        const e = exps.get(id) as Experiment;
-        const badge = statusBadge(e.status);
-        badges.set(id, badge);
-        return el(
-          "li",
-          { "data-id": id },
-          el("span", { class: "swatch", style: `background:${colorOf(id)}` }),
-          el("a", { href: `#/experiments/${id}` }, label(id)),
-          " ",
-          badge,
-          el("span", { class: "muted" }, ` ${String(e.config?.env_id ?? "")}`),
-        );
+      ...items.map((c) => {
+        const { li, badge } = legendItem(c);
+        badges.set(c.exp.id, badge);
+        return li;
       }),
     );
-  }
-
-  function renderDiff(): void {
-    const rows = diffConfigs(ids.map((id) => exps.get(id)?.config ?? {}));
-    if (!rows.length) {
-      diffBox.replaceChildren(el("p", { class: "muted" }, "The configs are identical."));
-      return;
-    }
-    diffBox.replaceChildren(
-      el(
-        "table",
-        { class: "diff" },
-        el("thead", {}, el("tr", {}, el("th", {}, "field"), ids.map((id) => el("th", {}, el("span", { class: "swatch", style: `background:${colorOf(id)}` }), label(id))))),
-        el("tbody", {}, rows.map((r) => el("tr", { "data-path": r.path }, el("td", { class: "path" }, r.path), r.values.map((v) => el("td", {}, show(v)))))),
-      ),
-    );
+    diffBox.replaceChildren(diffTable(items));
   }
 
   void (async () => {
@@ -164,8 +135,7 @@ export function mountCompare(root: HTMLElement, query: URLSearchParams): () => v
       const list = await Promise.all(ids.map((id) => api.get(id)));
       if (closed) return;
       for (const e of list) exps.set(e.id, e);
-      renderLegend();
-      renderDiff();
+      renderHeader();
       makeCharts();
       ids.forEach((id, i) => {
         trackStream(keys[i], null);

@@ -7,27 +7,16 @@ import { api, ApiError, wsUrl } from "../api/client";
 import { LiveStream } from "../api/stream";
 import { FINISHED, STATUSES, type Experiment, type StreamMessage } from "../api/types";
 import { matches, type Filter } from "../data/filter";
-import { elapsedSeconds, fmtDuration, fmtNumber, fmtSteps, fmtTime } from "../data/format";
 import { trackStream, untrackStream } from "../ui/conn";
-import { clear, el, frameScheduler, setText } from "../ui/dom";
-import { progressBar, updateProgress } from "../ui/progress";
-import { statusBadge, updateBadge } from "../ui/status";
+import { clear, el, frameScheduler } from "../ui/dom";
+import { COLUMNS, ExperimentRow } from "../ui/experimentRow";
 
 const PAGE = 50;
-
-interface Row {
-  exp: Experiment;
-  tr: HTMLTableRowElement;
-  badge: HTMLElement;
-  bar: HTMLElement;
-  cells: Record<"ret" | "best" | "steps" | "started" | "duration" | "tags" | "name", HTMLElement>;
-  check: HTMLInputElement;
-}
 
 export function mountList(root: HTMLElement): () => void {
   document.title = "Experiments · Rollout";
   const filter: Filter = { status: "", tag: "", name: "" };
-  const rows = new Map<number, Row>();
+  const rows = new Map<number, ExperimentRow>();
   const selected = new Set<number>();
   const dirty = new Set<number>();
   let cursor: string | null = null;
@@ -58,7 +47,7 @@ export function mountList(root: HTMLElement): () => void {
           el(
             "thead",
             {},
-            el("tr", {}, ["", "Name", "Env", "Status", "Progress", "Return", "Best", "Env steps", "Started", "Duration", "Tags"].map((h) => el("th", {}, h))),
+            el("tr", {}, COLUMNS.map((h) => el("th", {}, h))),
           ),
           tbody,
         ),
@@ -73,57 +62,10 @@ export function mountList(root: HTMLElement): () => void {
     compareBtn.textContent = selected.size ? `Compare selected (${selected.size})` : "Compare selected";
   }
 
-  function renderRow(row: Row, now: number): void {
-    const e = row.exp;
-    updateBadge(row.badge, e.status);
-    updateProgress(row.bar, e, now);
-    setText(row.cells.name, e.name);
-    setText(row.cells.ret, fmtNumber(e.episode_return_mean));
-    setText(row.cells.best, fmtNumber(e.best_return));
-    setText(row.cells.steps, fmtSteps(e.env_steps));
-    setText(row.cells.started, fmtTime(e.started_at));
-    setText(row.cells.duration, fmtDuration(elapsedSeconds(e.started_at, e.finished_at, now)));
-    setText(row.cells.tags, e.tags.join(", "));
-    row.tr.dataset.status = e.status;
-  }
-
-  function makeRow(exp: Experiment): Row {
-    const check = el("input", { type: "checkbox", "aria-label": `Select ${exp.name}` });
-    check.checked = selected.has(exp.id);
-    check.addEventListener("change", () => {
-      if (check.checked) selected.add(exp.id);
-      else selected.delete(exp.id);
-      updateCompare();
-    });
-    const cells = {
-      name: el("a", { href: `#/experiments/${exp.id}` }),
-      ret: el("td", { class: "num" }),
-      best: el("td", { class: "num" }),
-      steps: el("td", { class: "num" }),
-      started: el("td"),
-      duration: el("td", { class: "num" }),
-      tags: el("td", { class: "tags" }),
-    };
-    const badge = statusBadge(exp.status);
-    const bar = progressBar();
-    const tr = el(
-      "tr",
-      { "data-id": exp.id },
-      el("td", {}, check),
-      el("td", { class: "name" }, cells.name),
-      el("td", {}, String(exp.config?.env_id ?? "–")),
-      el("td", {}, badge),
-      el("td", { class: "progress-cell" }, bar),
-      cells.ret,
-      cells.best,
-      cells.steps,
-      cells.started,
-      cells.duration,
-      cells.tags,
-    );
-    const row: Row = { exp, tr, badge, bar, cells, check };
-    renderRow(row, Date.now());
-    return row;
+  function onSelect(id: number, on: boolean): void {
+    if (on) selected.add(id);
+    else selected.delete(id);
+    updateCompare();
   }
 
   function showEmpty(): void {
@@ -134,7 +76,7 @@ export function mountList(root: HTMLElement): () => void {
     const now = Date.now();
     for (const id of dirty) {
       const r = rows.get(id);
-      if (r) renderRow(r, now);
+      if (r) r.render(now);
     }
     dirty.clear();
   });
@@ -152,7 +94,7 @@ export function mountList(root: HTMLElement): () => void {
       dirty.add(exp.id);
       flush();
     } else if (matches(exp, filter)) {
-      const r = makeRow(exp);
+      const r = new ExperimentRow(exp, selected.has(exp.id), onSelect);
       rows.set(exp.id, r);
       // Newest first: a new experiment has the highest id.
       const after = [...tbody.children].find((tr) => Number((tr as HTMLElement).dataset.id) < exp.id);

@@ -1,0 +1,65 @@
+/** One row of the experiments table: built once, then patched cell by cell on every update. */
+
+import type { Experiment } from "../api/types";
+import { elapsedSeconds, fmtDuration, fmtNumber, fmtSteps, fmtTime } from "../data/format";
+import { el, setText } from "./dom";
+import { progressBar, updateProgress } from "./progress";
+import { statusBadge, updateBadge } from "./status";
+
+export const COLUMNS = ["", "Name", "Env", "Status", "Progress", "Return", "Best", "Env steps", "Started", "Duration", "Tags"];
+
+export class ExperimentRow {
+  readonly tr: HTMLTableRowElement;
+  readonly check: HTMLInputElement;
+  private readonly badge: HTMLElement;
+  private readonly bar: HTMLElement;
+  private readonly cells: Record<"name" | "ret" | "best" | "steps" | "started" | "duration" | "tags", HTMLElement>;
+
+  constructor(
+    public exp: Experiment,
+    selected: boolean,
+    onSelect: (id: number, on: boolean) => void,
+  ) {
+    this.check = el("input", { type: "checkbox", "aria-label": `Select ${exp.name}` });
+    this.check.checked = selected;
+    this.check.addEventListener("change", () => onSelect(exp.id, this.check.checked));
+    this.cells = {
+      name: el("a", { href: `#/experiments/${exp.id}` }),
+      ret: el("td", { class: "num" }),
+      best: el("td", { class: "num" }),
+      steps: el("td", { class: "num" }),
+      started: el("td"),
+      duration: el("td", { class: "num" }),
+      tags: el("td", { class: "tags" }),
+    };
+    this.badge = statusBadge(exp.status);
+    this.bar = progressBar();
+    const c = this.cells;
+    this.tr = el(
+      "tr",
+      { "data-id": exp.id },
+      el("td", {}, this.check),
+      el("td", { class: "name" }, c.name),
+      el("td", {}, String(exp.config?.env_id ?? "–")),
+      el("td", {}, this.badge),
+      el("td", { class: "progress-cell" }, this.bar),
+      [c.ret, c.best, c.steps, c.started, c.duration, c.tags],
+    );
+    this.render(Date.now());
+  }
+
+  /** Patch the cells from `exp` (only text that changed touches the DOM). */
+  render(now: number): void {
+    const e = this.exp;
+    updateBadge(this.badge, e.status);
+    updateProgress(this.bar, e, now);
+    setText(this.cells.name, e.name);
+    setText(this.cells.ret, fmtNumber(e.episode_return_mean));
+    setText(this.cells.best, fmtNumber(e.best_return));
+    setText(this.cells.steps, fmtSteps(e.env_steps));
+    setText(this.cells.started, fmtTime(e.started_at));
+    setText(this.cells.duration, fmtDuration(elapsedSeconds(e.started_at, e.finished_at, now)));
+    setText(this.cells.tags, e.tags.join(", "));
+    this.tr.dataset.status = e.status;
+  }
+}
