@@ -188,7 +188,11 @@ def cmd_watch(args: argparse.Namespace, client: Client) -> int:
     if exp["status"] in FINISHED:
         print(_status_line(exp["status"], exp.get("error")))
         return 0 if exp["status"] == "succeeded" else 1
-    ws_url = client.url.replace("http", "ws", 1) + f"/api/v1/experiments/{args.id}/stream"
+    # Live progress only: skip the history older than the experiment's latest step.
+    since = max(-1, (exp.get("env_steps") or 0) - 1)
+    ws_url = client.url.replace("http", "ws", 1) + (
+        f"/api/v1/experiments/{args.id}/stream?since_step={since}"
+    )
     headers = {"Authorization": f"Bearer {client.token}"} if client.token else None
     target = (exp.get("config") or {}).get("stop", {})
     try:

@@ -7,7 +7,6 @@ import contextlib
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.auth import check_api_token, websocket_token
@@ -16,11 +15,11 @@ from app.experiments import service as experiments
 from app.experiments.progress import to_public
 from app.live.hub import Lagged, LiveHub, Subscription
 from app.live.topics import ALL_EXPERIMENTS, columnar, experiment_topic, metrics_message
-from app.metrics.models import MetricPoint
+from app.metrics.service import recent_points
 
 router = APIRouter(tags=["live"])
 
-BACKLOG_MAX_POINTS = 200_000
+BACKLOG_MAX_STEPS = 10_000
 BACKLOG_STEPS_PER_MESSAGE = 500
 BACKLOG_LOG_LINES = 100
 POLICY_VIOLATION = 1008
@@ -39,13 +38,7 @@ async def _authorized(websocket: WebSocket) -> bool:
 def _backlog(session: Session, experiment_id: int, since_step: int) -> list[dict[str, Any]]:
     """Metrics after `since_step` (columnar, in chunks), then the status, then recent logs."""
     exp = experiments.get(session, experiment_id)
-    rows = session.execute(
-        select(MetricPoint.step, MetricPoint.name, MetricPoint.value)
-        .where(MetricPoint.experiment_id == experiment_id, MetricPoint.step > since_step)
-        .order_by(MetricPoint.step.desc())
-        .limit(BACKLOG_MAX_POINTS)
-    ).all()
-    steps, series = columnar([tuple(r) for r in rows])
+    steps, series = columnar(recent_points(session, experiment_id, since_step, BACKLOG_MAX_STEPS))
     messages: list[dict[str, Any]] = []
     for start in range(0, len(steps), BACKLOG_STEPS_PER_MESSAGE):
         end = start + BACKLOG_STEPS_PER_MESSAGE

@@ -15,7 +15,7 @@ from app.experiments.service import announce
 from app.live.topics import columnar, experiment_topic, metrics_message
 from app.metrics import rollups
 from app.metrics.downsample import binary_cursor, min_max_points
-from app.metrics.models import MetricPoint
+from app.metrics.models import MetricPoint, MetricRollup
 from app.metrics.schemas import IngestResult, Series
 from trainer.wire import MetricsRow
 
@@ -99,13 +99,51 @@ def _update_summary(exp: Experiment, rows: list[MetricsRow]) -> None:
 
 
 def names(session: Session, experiment_id: int) -> list[str]:
+    """Series names, from the coarsest rollup level (one row per series): no point scan."""
     stmt = (
-        select(MetricPoint.name)
-        .where(MetricPoint.experiment_id == experiment_id)
+        select(MetricRollup.name)
+        .where(
+            MetricRollup.experiment_id == experiment_id,
+            MetricRollup.level == rollups.LEVELS - 1,
+        )
         .distinct()
-        .order_by(MetricPoint.name)
+        .order_by(MetricRollup.name)
     )
     return list(session.scalars(stmt))
+
+
+def recent_points(
+    session: Session, experiment_id: int, after_step: int, max_steps: int
+) -> list[tuple[int, str, float]]:
+    """(step, name, value) of the last `max_steps` steps after `after_step`.
+
+    Every row carries `time_s`, so that series finds the first step to send; each series is
+    then read over that step range along its primary key (no scan of the whole experiment).
+    """
+    first = session.scalars(
+        select(MetricPoint.step)
+        .where(
+            MetricPoint.experiment_id == experiment_id,
+            MetricPoint.name == TIME_METRIC,
+            MetricPoint.step > after_step,
+        )
+        .order_by(MetricPoint.step.desc())
+        .limit(max_steps)
+    ).all()
+    if not first:
+        return []
+    lo = first[-1]
+    points: list[tuple[int, str, float]] = []
+    for name in names(session, experiment_id):
+        rows = session.execute(
+            select(MetricPoint.step, MetricPoint.value).where(
+                MetricPoint.experiment_id == experiment_id,
+                MetricPoint.name == name,
+                MetricPoint.step >= lo,
+            )
+        )
+        points.extend((step, name, value) for step, value in rows)
+    return points
 
 
 def series(

@@ -95,3 +95,23 @@ def test_unknown_experiment_stream_is_refused(client):
         client.websocket_connect("/api/v1/experiments/999/stream") as ws,
     ):
         ws.receive_json()
+
+
+def test_backlog_is_bounded_to_the_most_recent_steps(client, create_experiment, app):
+    from app.core.db import transaction
+    from app.live.router import BACKLOG_MAX_STEPS
+    from app.metrics.service import upsert_points
+
+    exp = create_experiment()
+    total = BACKLOG_MAX_STEPS + 1500
+    points = [(s, n, float(s)) for s in range(1, total + 1) for n in ("time_s", "r")]
+    with transaction(app.state.sessionmaker) as session:
+        upsert_points(session, exp["id"], points)
+    with client.websocket_connect(f"/api/v1/experiments/{exp['id']}/stream") as ws:
+        steps: list[int] = []
+        _, seen = _until(ws, "status")
+        for m in seen:
+            if m["type"] == "metrics":
+                assert m["series"]["r"] == [float(s) for s in m["step"]]
+                steps += m["step"]
+    assert steps == list(range(total - BACKLOG_MAX_STEPS + 1, total + 1))
