@@ -26,6 +26,12 @@ def _reachable(dsn: str) -> bool:
         return False
 
 
+def postgres_available(admin_dsn: str | None = None) -> bool:
+    """A server answers, or one can be started here."""
+    admin_dsn = admin_dsn or os.environ.get("ROLLOUT_TEST_POSTGRES_ADMIN", DEFAULT_ADMIN)
+    return _reachable(admin_dsn) or bool(shutil.which("initdb") and shutil.which("pg_ctl"))
+
+
 def _as_postgres(args: list[str]) -> list[str]:
     if os.geteuid() == 0:
         return ["runuser", "-u", "postgres", "--", *args]
