@@ -42,10 +42,6 @@ def bearer(authorization: str | None) -> str | None:
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
 
 
-def get_settings(request: Request) -> Settings:
-    return request.app.state.settings
-
-
 def check_api_token(settings: Settings, presented: str | None) -> None:
     expected = settings.api_token_value
     if expected is None:
