@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -179,8 +180,14 @@ def cmd_download(args: argparse.Namespace, client: Client) -> int:
     return 0
 
 
+WATCH_RECONNECTS = 5
+
+
 def cmd_watch(args: argparse.Namespace, client: Client) -> int:
-    """Follow an experiment live until it ends; exit 0 only if it succeeded."""
+    """Follow an experiment live until it ends; exit 0 only if it succeeded.
+
+    A dropped stream (service restart, a slow terminal) is resumed from the last step shown.
+    """
     from websockets.exceptions import WebSocketException
     from websockets.sync.client import connect
 
@@ -190,21 +197,27 @@ def cmd_watch(args: argparse.Namespace, client: Client) -> int:
         return 0 if exp["status"] == "succeeded" else 1
     # Live progress only: skip the history older than the experiment's latest step.
     since = max(-1, (exp.get("env_steps") or 0) - 1)
-    ws_url = client.url.replace("http", "ws", 1) + (
-        f"/api/v1/experiments/{args.id}/stream?since_step={since}"
-    )
+    base = client.url.replace("http", "ws", 1) + f"/api/v1/experiments/{args.id}/stream"
     headers = {"Authorization": f"Bearer {client.token}"} if client.token else None
     target = (exp.get("config") or {}).get("stop", {})
-    try:
-        with connect(ws_url, additional_headers=headers, open_timeout=10) as ws:
-            for raw in ws:
-                message = json.loads(raw)
-                status = _show(message, target)
-                if status in FINISHED:
-                    return 0 if status == "succeeded" else 1
-    except (OSError, WebSocketException) as exc:
-        raise CliError(f"lost the live stream from {client.url}: {exc}", code=2) from None
-    raise CliError("the service closed the live stream", code=2)
+    problem = "the service closed the live stream"
+    for attempt in range(WATCH_RECONNECTS + 1):
+        if attempt:
+            time.sleep(min(2.0**attempt, 10.0))
+        try:
+            with connect(
+                f"{base}?since_step={since}", additional_headers=headers, open_timeout=10
+            ) as ws:
+                for raw in ws:
+                    message = json.loads(raw)
+                    if message["type"] == "metrics" and message["step"]:
+                        since = max(since, message["step"][-1])
+                    status = _show(message, target)
+                    if status in FINISHED:
+                        return 0 if status == "succeeded" else 1
+        except (OSError, WebSocketException) as exc:
+            problem = f"lost the live stream from {client.url}: {exc}"
+    raise CliError(problem, code=2)
 
 
 def _status_line(status: str, error: str | None) -> str:
