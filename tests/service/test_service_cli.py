@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -31,10 +32,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    data_dir = tmp_path_factory.mktemp("serve")
-    port = _free_port()
+@contextlib.contextmanager
+def running_service(data_dir: Path, port: int) -> Iterator[str]:
+    """`rollout serve` in its own process group; SIGINT on exit, which must end it cleanly."""
     env = {
         **os.environ,
         "ROLLOUT_JOBS_ENABLED": "false",
@@ -42,18 +42,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     }
     env.pop("ROLLOUT_API_TOKEN", None)
     env.pop("ROLLOUT_DATABASE_URL", None)
-    log = (data_dir / "server.log").open("wb")
+    log_path = data_dir / f"server-{time.monotonic_ns()}.log"
+    log = log_path.open("wb")
+    command = [sys.executable, "-m", "app.cli", "serve", "--port", str(port)]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "app.cli",
-            "serve",
-            "--port",
-            str(port),
-            "--data-dir",
-            str(data_dir),
-        ],
+        [*command, "--data-dir", str(data_dir)],
         cwd=ROOT,
         env=env,
         stdout=log,
@@ -64,15 +57,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     try:
         deadline = time.monotonic() + 60
         while True:
-            try:
+            with contextlib.suppress(httpx.TransportError):
                 if httpx.get(f"{url}/health", timeout=2).status_code == 200:
                     break
-            except httpx.TransportError:
-                pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError((data_dir / "server.log").read_text())
+                raise RuntimeError(log_path.read_text())
             time.sleep(0.2)
-        yield url, data_dir
+        yield url
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         try:
@@ -81,7 +72,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
         log.close()
-    assert proc.returncode == 0, (data_dir / "server.log").read_text()[-2000:]
+    assert proc.returncode == 0, log_path.read_text()[-2000:]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    data_dir = tmp_path_factory.mktemp("serve")
+    with running_service(data_dir, _free_port()) as url:
+        yield url, data_dir
 
 
 def _token(data_dir: Path, experiment_id: int) -> str:
@@ -170,3 +168,29 @@ def test_serve_refuses_non_loopback_without_token(monkeypatch, capsys, tmp_path)
     monkeypatch.delenv("ROLLOUT_API_TOKEN", raising=False)
     assert main(["serve", "--host", "0.0.0.0", "--data-dir", str(tmp_path)]) == 2
     assert "refusing to listen on 0.0.0.0" in capsys.readouterr().err
+
+
+def test_watch_resumes_after_the_service_restarts(tmp_path, capsys):
+    data_dir, port = tmp_path / "data", _free_port()
+    data_dir.mkdir()
+    with running_service(data_dir, port) as url:
+        exp_id = _submit(url, tmp_path, capsys, name="restarted")
+        token = _token(data_dir, exp_id)
+        job = httpx.Client(base_url=f"{url}/api/v1/jobs/experiments/{exp_id}")
+        job.headers["Authorization"] = f"Bearer {token}"
+        job.post("/status", json={"status": "running"}).raise_for_status()
+        result: dict[str, int] = {}
+        watcher = threading.Thread(
+            target=lambda: result.update(rc=main(["watch", str(exp_id), "--url", url]))
+        )
+        watcher.start()
+        time.sleep(1.0)
+    # the service is down; the watcher keeps trying, then finds it again on the same port
+    with running_service(data_dir, port):
+        rows = [{"step": 2500, "time_s": 1.0, "values": {"episode_return_mean": 7.0}}]
+        job.post("/metrics", json={"rows": rows}).raise_for_status()
+        job.post("/status", json={"status": "succeeded"}).raise_for_status()
+        watcher.join(timeout=45)
+    assert not watcher.is_alive() and result["rc"] == 0
+    out = capsys.readouterr().out
+    assert "env_steps 2500/10000" in out and "status: succeeded" in out
