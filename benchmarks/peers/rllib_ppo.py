@@ -39,8 +39,16 @@ class ReportEpisodes(RLlibCallback):
     def on_episode_step(self, *, episode, **kwargs) -> None:
         self.env_steps += 1
 
-    def on_episode_end(self, *, episode, metrics_logger=None, **kwargs) -> None:
-        crossed = self.report.episode(self.env_steps, episode.get_return())
+    def on_episode_end(
+        self, *, episode, prev_episode_chunks=None, metrics_logger=None, **kwargs
+    ) -> None:
+        # RLlib cuts ongoing episodes at the end of every sample() call: the whole return is
+        # this last chunk's plus the chunks already handed to the learner (as RLlib's own
+        # get_metrics() adds them up).
+        episode_return = episode.get_return() + sum(
+            chunk.get_return() for chunk in prev_episode_chunks or ()
+        )
+        crossed = self.report.episode(self.env_steps, episode_return)
         if metrics_logger is not None:
             metrics_logger.log_value(CROSSED, int(crossed), reduce="max")
 
