@@ -8,7 +8,7 @@ For each number of sub-envs N, env steps per second (autoreset steps not counted
              the SB3 peer venv, if it exists.
 One torch thread everywhere. Prints a table with each rate's ratio to the limit.
 
-    .venv/bin/python benchmarks/sampling_throughput.py [--num-envs 1,8,64] [--steps 20000]
+    .venv/bin/python benchmarks/sampling_throughput.py [--num-envs 1,8,16,64] [--steps 20000]
         [--json FILE]
 """
 
@@ -89,7 +89,7 @@ def sb3_rates(num_envs: list[int], steps: int) -> dict[int, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--num-envs", default="1,8,64")
+    parser.add_argument("--num-envs", default="1,8,16,64")
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
