@@ -13,6 +13,7 @@ import asyncio
 import os
 import secrets
 import sys
+import time
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -76,30 +77,66 @@ def new_submission_id(experiment_id: int) -> str:
 
 
 class RayJobLauncher:
-    """The service's handle on a Ray cluster's Jobs API and usage numbers."""
+    """The service's handle on a Ray cluster's Jobs API and usage numbers.
 
-    def __init__(self, dashboard_url: str, *, stop_grace_s: float) -> None:
-        self.dashboard_url = dashboard_url.rstrip("/")
+    `address` is a dashboard URL or a cluster address (resolved to the dashboard through the
+    cluster itself). Connecting may fail while the cluster is down: the service starts anyway
+    and `ensure_connected()` (called by every reconciler tick) retries, at most every few
+    seconds.
+    """
+
+    RETRY_CONNECT_S = 5.0
+
+    def __init__(self, address: str, *, stop_grace_s: float) -> None:
+        self.address = address
         self.stop_grace_s = stop_grace_s
+        self.dashboard_url = address.rstrip("/") if address.startswith("http") else ""
         self._client: JobSubmissionClient | None = None
-        self._http = httpx.AsyncClient(base_url=self.dashboard_url, timeout=10)
+        self._http: httpx.AsyncClient | None = None
+        self._last_attempt = -float("inf")
+        self.last_error = ""
+
+    @property
+    def connected(self) -> bool:
+        return self._client is not None
 
     async def connect(self) -> None:
         from ray.job_submission import JobSubmissionClient
 
+        self._last_attempt = time.monotonic()
         try:
-            self._client = await asyncio.to_thread(JobSubmissionClient, self.dashboard_url)
+            url = self.dashboard_url or await asyncio.to_thread(dashboard_url_for, self.address)
+            client = await asyncio.to_thread(JobSubmissionClient, url)
         except Exception as exc:
-            raise RayUnavailable(f"Ray Jobs API at {self.dashboard_url}: {exc}") from exc
+            self.last_error = f"Ray at {self.address}: {type(exc).__name__}: {exc}"
+            raise RayUnavailable(self.last_error) from exc
+        self.dashboard_url = url.rstrip("/")
+        self._http = httpx.AsyncClient(base_url=self.dashboard_url, timeout=10)
+        self._client = client
+        self.last_error = ""
+
+    async def ensure_connected(self) -> None:
+        if self.connected:
+            return
+        if time.monotonic() - self._last_attempt < self.RETRY_CONNECT_S:
+            raise RayUnavailable(self.last_error or "not connected to Ray yet")
+        await self.connect()
 
     async def close(self) -> None:
-        await self._http.aclose()
+        if self._http is not None:
+            await self._http.aclose()
 
     @property
     def client(self) -> JobSubmissionClient:
         if self._client is None:
-            raise RayUnavailable("not connected to Ray")
+            raise RayUnavailable(self.last_error or "not connected to Ray")
         return self._client
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        if self._http is None:
+            raise RayUnavailable(self.last_error or "not connected to Ray")
+        return self._http
 
     # --- jobs ---------------------------------------------------------------------------------
     def runtime_env(self, request: JobRequest) -> dict[str, Any]:
@@ -171,7 +208,7 @@ class RayJobLauncher:
     async def cluster_resources(self) -> ClusterResources | None:
         """Totals and usage over all nodes; None while Ray has not reported them yet."""
         try:
-            response = await self._http.get("/api/cluster_status")
+            response = await self.http.get("/api/cluster_status")
             response.raise_for_status()
             usage = response.json()["data"]["clusterStatus"]["loadMetricsReport"]["usage"]
         except (httpx.HTTPError, KeyError, TypeError, ValueError) as exc:
@@ -188,6 +225,8 @@ class RayJobLauncher:
         )
 
     async def reachable(self) -> bool:
+        if self._http is None:
+            return False
         try:
             response = await self._http.get("/api/version", timeout=3)
         except httpx.HTTPError:

@@ -158,6 +158,7 @@ class Reconciler:
                 await asyncio.wait_for(self._wake.wait(), self.interval_s)
 
     async def tick(self) -> None:
+        await self.launcher.ensure_connected()
         snaps = await self._db(snapshots)
         for snap in snaps:
             if snap.status == S.pending:

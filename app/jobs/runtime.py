@@ -26,7 +26,7 @@ from app.core.db import Publisher, SessionMaker, run_in_transaction
 from app.experiments import service
 from app.experiments.lifecycle import ExperimentStatus
 from app.experiments.models import Experiment
-from app.jobs.launcher import RayJobLauncher, RayUnavailable, dashboard_url_for
+from app.jobs.launcher import RayJobLauncher, RayUnavailable
 from app.jobs.ray_head import LocalRayHead, apply_ray_env
 from app.jobs.reconciler import ACTIVE, Reconciler, snapshots
 
@@ -64,29 +64,42 @@ class JobsRuntime:
 
     # --- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
+        """Start (or find) the Ray cluster and the reconciler.
+
+        A local head that fails to start fails the service; an external cluster that cannot be
+        reached does not: the reconciler keeps trying and /health reports `ray: false`.
+        """
         address = self.settings.ray_address or os.environ.get("RAY_ADDRESS")
+        if not address:
+            try:
+                address = await self._start_local_head()
+            except BaseException:
+                await self.stop()
+                raise
+        self.address = address
+        self.launcher = RayJobLauncher(address, stop_grace_s=self.stop_grace_s)
         try:
-            if address:
-                self.address = address
-                dashboard = await asyncio.to_thread(dashboard_url_for, address)
-            else:
-                apply_ray_env()
-                temp_dir = ray_temp_dir(self.settings.data_dir)
-                if not temp_dir.is_relative_to(self.settings.data_dir.resolve()):
-                    self._temp_dir = temp_dir
-                self.head = LocalRayHead(temp_dir=temp_dir)
-                await asyncio.to_thread(self.head.start)
-                self.address, dashboard = self.head.address, self.head.dashboard_url
-                log.info("started a local Ray head at %s (%s)", self.address, dashboard)
-            self.launcher = RayJobLauncher(dashboard, stop_grace_s=self.stop_grace_s)
             await self.launcher.connect()
-        except BaseException:
-            await self.stop()
-            raise
+        except RayUnavailable as exc:
+            if self.head is not None:
+                await self.stop()
+                raise
+            log.warning("%s; experiments wait until it can be reached", exc)
         self.reconciler = Reconciler(
             self.settings, self.sessionmaker, self.launcher, interval_s=self.interval_s
         )
         self._task = asyncio.create_task(self.reconciler.run(), name="rollout-reconciler")
+
+    async def _start_local_head(self) -> str:
+        apply_ray_env()
+        temp_dir = ray_temp_dir(self.settings.data_dir)
+        if not temp_dir.is_relative_to(self.settings.data_dir.resolve()):
+            self._temp_dir = temp_dir
+        self.head = LocalRayHead(temp_dir=temp_dir)
+        await asyncio.to_thread(self.head.start)
+        log.info("started a local Ray head at %s (%s)", self.head.address, self.head.dashboard_url)
+        # The dashboard URL: no need to ask the cluster where its Jobs API is.
+        return self.head.dashboard_url
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -157,8 +170,9 @@ class JobsRuntime:
                 "GPU": _usage(cluster.total_gpus, cluster.used_gpus),
             }
         return {
-            "address": self.address,
+            "address": self.head.address if self.head is not None else self.address,
             "dashboard_url": launcher.dashboard_url,
+            "error": launcher.last_error or None,
             "local_head": self.head is not None,
             "reachable": await launcher.reachable(),
             "resources": resources,

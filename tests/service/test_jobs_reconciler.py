@@ -36,6 +36,9 @@ class ScriptedRay:
         self.logs = "line 1\nline 2\nboom"
         self.fail_submit = False
 
+    async def ensure_connected(self) -> None:
+        return None
+
     async def submit(self, submission_id: str, request: JobRequest) -> str:
         if self.fail_submit:
             raise RayUnavailable("dashboard down")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -14,10 +15,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.core.db import make_engine, make_sessionmaker, transaction
+from app.core.config import Settings
+from app.core.db import make_engine, make_sessionmaker, migrate, transaction
 from app.experiments import service
-from app.jobs.ray_head import alive, descendants, free_ports
-from app.jobs.runtime import MAX_RAY_TEMP_DIR_LEN, ray_temp_dir
+from app.jobs.ray_head import alive, apply_ray_env, descendants, free_ports
+from app.jobs.runtime import MAX_RAY_TEMP_DIR_LEN, JobsRuntime, ray_temp_dir
 
 
 def test_ray_temp_dir_stays_short_enough_for_unix_sockets(tmp_path: Path) -> None:
@@ -31,6 +33,29 @@ def test_ray_temp_dir_stays_short_enough_for_unix_sockets(tmp_path: Path) -> Non
     assert len(str(temp)) <= MAX_RAY_TEMP_DIR_LEN + 20 and temp.is_dir()
     assert not temp.is_relative_to(deep)
     temp.rmdir()
+
+
+def test_an_unreachable_cluster_does_not_stop_the_service_from_starting(tmp_path: Path) -> None:
+    apply_ray_env()  # Ray reads its environment once, at import: set it as every Ray test does
+    dead = f"http://127.0.0.1:{free_ports(1)[0]}"
+    settings = Settings(data_dir=tmp_path, ray_address=dead)
+    engine = make_engine(f"sqlite:///{tmp_path / 'r.db'}")
+    migrate(engine)
+
+    async def scenario() -> tuple[bool, dict]:
+        runtime = JobsRuntime(settings, make_sessionmaker(engine), None, interval_s=0.05)
+        await runtime.start()
+        try:
+            await asyncio.sleep(0.2)  # the reconciler ticks (and fails to connect) meanwhile
+            return await runtime.healthy(), await runtime.cluster_info()
+        finally:
+            await runtime.stop()
+
+    healthy, info = asyncio.run(scenario())
+    engine.dispose()
+    assert healthy is False
+    assert info["reachable"] is False and info["resources"] is None
+    assert dead in info["error"]
 
 
 def _cmdline(pid: int) -> str:
