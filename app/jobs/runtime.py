@@ -95,6 +95,7 @@ class JobsRuntime:
         temp_dir = ray_temp_dir(self.settings.data_dir)
         if not temp_dir.is_relative_to(self.settings.data_dir.resolve()):
             self._temp_dir = temp_dir
+        prune_sessions(temp_dir)
         self.head = LocalRayHead(temp_dir=temp_dir)
         await asyncio.to_thread(self.head.start)
         log.info("started a local Ray head at %s (%s)", self.head.address, self.head.dashboard_url)
@@ -217,3 +218,10 @@ def ray_temp_dir(data_dir: Path) -> Path:
         preferred.mkdir(parents=True, exist_ok=True)
         return preferred
     return Path(tempfile.mkdtemp(prefix="rollout-ray-", dir="/tmp"))
+
+
+def prune_sessions(temp_dir: Path, keep: int = 3) -> None:
+    """Remove all but the newest `keep` Ray session dirs (their logs) left by earlier starts."""
+    sessions = sorted(p for p in temp_dir.glob("session_2*") if p.is_dir())
+    for old in sessions[:-keep] if keep else sessions:
+        shutil.rmtree(old, ignore_errors=True)

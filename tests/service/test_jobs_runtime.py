@@ -19,7 +19,7 @@ from app.core.config import Settings
 from app.core.db import make_engine, make_sessionmaker, migrate, transaction
 from app.experiments import service
 from app.jobs.ray_head import alive, apply_ray_env, descendants, free_ports
-from app.jobs.runtime import MAX_RAY_TEMP_DIR_LEN, JobsRuntime, ray_temp_dir
+from app.jobs.runtime import MAX_RAY_TEMP_DIR_LEN, JobsRuntime, prune_sessions, ray_temp_dir
 
 
 def test_ray_temp_dir_stays_short_enough_for_unix_sockets(tmp_path: Path) -> None:
@@ -33,6 +33,15 @@ def test_ray_temp_dir_stays_short_enough_for_unix_sockets(tmp_path: Path) -> Non
     assert len(str(temp)) <= MAX_RAY_TEMP_DIR_LEN + 20 and temp.is_dir()
     assert not temp.is_relative_to(deep)
     temp.rmdir()
+
+
+def test_old_ray_sessions_are_pruned(tmp_path: Path) -> None:
+    names = [f"session_2026-11-{day:02d}_10-00-00_000000_1" for day in range(1, 6)]
+    for name in names:
+        (tmp_path / name / "logs").mkdir(parents=True)
+    (tmp_path / "session_latest").symlink_to(tmp_path / names[-1])
+    prune_sessions(tmp_path, keep=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [*names[-2:], "session_latest"]
 
 
 def test_an_unreachable_cluster_does_not_stop_the_service_from_starting(tmp_path: Path) -> None:
