@@ -42,10 +42,9 @@ class Spread:
     def text(self, fmt: str = "{:.1f}", scale: float = 1.0) -> str:
         if math.isinf(self.median):
             return "not reached"
-        if self.low == self.high:
-            return fmt.format(self.median * scale)
+        median = fmt.format(self.median * scale)
         low, high = fmt.format(self.low * scale), fmt.format(self.high * scale)
-        return f"{fmt.format(self.median * scale)} ({low}-{high})"
+        return median if low == high else f"{median} ({low}-{high})"
 
 
 def spread(values: Sequence[float | None]) -> Spread | None:
@@ -103,7 +102,7 @@ def table(summary: dict[str, dict[str, Any]], target: float, describe: dict[str,
         first = row["first_report_s"]
         lines.append(
             f"| {describe.get(name, name)} | {row['time_to_target_s'].text()} "
-            f"| {steps.text('{:.0f}', 1e-3) + 'k' if steps else '-'} "
+            f"| {steps.text('{:.0f}k', 1e-3) if steps else '-'} "
             f"| {rate.text('{:.0f}') if rate else '-'} "
             f"| {row['peak_rss_bytes'].text('{:.2f}', 1e-9)} ({row['peak_processes']}) "
             f"| {first.text() if first else '-'} | {row['reached']}/{row['runs']} "

@@ -53,7 +53,7 @@ def test_summary_ratios_and_verdict() -> None:
     text = table(summary, 475.0, {"rollout": "Rollout"})
     lines = text.splitlines()
     assert len(lines) == 2 + 3
-    assert lines[2].startswith("| Rollout | 5.0 (4.0-6.0) | 50k |")
+    assert lines[2].startswith("| Rollout | 5.0 (4.0-6.0) | 50k | 10000 | 0.30 (1) |")
     assert "2/3" in lines[3] and "3.20x" in lines[3]
 
 
