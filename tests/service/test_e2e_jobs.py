@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -22,7 +24,7 @@ from app.core.config import Settings
 from app.core.db import make_engine, make_sessionmaker, transaction
 from app.experiments import service as experiments
 from app.experiments.schemas import ExperimentCreate
-from app.jobs.ray_head import LocalRayHead, free_ports
+from app.jobs.ray_head import LocalRayHead, descendants, free_ports
 from app.main import create_app
 
 pytestmark = pytest.mark.ray
@@ -260,7 +262,7 @@ def test_a_failing_experiment_ends_failed_with_its_error(
 ) -> None:
     exp_id = service.submit({**QUICK, **override}, name="broken")
     exp = service.wait_status(exp_id, {"failed", "succeeded", "stopped"}, 90)
-    assert exp["status"] == "failed"
+    assert exp["status"] == "failed", (exp["events"][-1], exp["error"])
     assert expected in exp["error"]
     assert "Traceback" in exp["log_tail"]
     assert exp["events"][-1]["reason"] == "job raised"
@@ -314,3 +316,37 @@ def test_a_restarted_service_finds_its_experiments_again(
     assert again.experiment(exp_id)["status"] == "running"
     again.http.post(f"/experiments/{exp_id}/stop")
     assert again.wait_status(exp_id, {"stopped", "failed"}, 90)["status"] == "stopped"
+
+
+def driver_pid(ray_head: LocalRayHead, live: LiveService, exp_id: int) -> int | None:
+    """The pid of this experiment's job driver (a descendant of the test's Ray head)."""
+    assert ray_head.process is not None
+    wanted = {f"ROLLOUT_EXPERIMENT_ID={exp_id}", f"ROLLOUT_API_URL={live.url}"}
+    for pid in descendants(ray_head.process.pid):
+        try:
+            environ = set(Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0"))
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        argv = cmdline.split(b"\0")
+        if argv[-2:] == [b"trainer.job", b""] and b"python" in argv[0] and wanted <= environ:
+            return pid  # the Python process itself, not the shell Ray wraps it in
+    return None
+
+
+def test_a_job_that_dies_without_reporting_fails_with_rays_log(
+    service: LiveService, ray_head: LocalRayHead
+) -> None:
+    exp_id = service.submit(ENDLESS, name="killed")
+    wait_for(lambda: len(service.metric_steps(exp_id)) >= 1, 90, "first iteration")
+    pid = driver_pid(ray_head, service, exp_id)
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)  # as the kernel's OOM killer would
+
+    exp = service.wait_status(exp_id, {"failed", "stopped", "succeeded"}, 60)
+    assert exp["status"] == "failed", (exp["events"][-1], exp["error"])
+    assert (
+        "failed" in exp["events"][-1]["reason"] and exp["ray_job_id"] in exp["events"][-1]["reason"]
+    )
+    assert "exit code" in exp["error"], exp["error"]  # Ray's message
+    assert f"experiment {exp_id}, job dir" in exp["log_tail"]  # the tail of the Ray job log
