@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -40,7 +41,10 @@ def test_an_unwritable_job_dir_falls_back_to_a_temp_dir(tmp_path: Path) -> None:
             "ROLLOUT_JOB_DIR": str(blocker / "jobs"),
         }
     )
-    assert env.job_dir.is_dir() and "rollout-job-3-" in env.job_dir.name
+    try:
+        assert env.job_dir.is_dir() and "rollout-job-3-" in env.job_dir.name
+    finally:
+        shutil.rmtree(env.job_dir)
 
 
 def test_progress_line() -> None:
