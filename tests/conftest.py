@@ -9,6 +9,12 @@ import pytest
 from app.jobs.ray_head import LocalRayHead, apply_ray_env
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run browser tests last: Playwright's sync API keeps an event loop running in this thread
+    for as long as its session-scoped browser lives, and `asyncio.run()` refuses to start then."""
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+
+
 @pytest.fixture(scope="session")
 def ray_head() -> Iterator[LocalRayHead]:
     """A private Ray head on free ports, shared by all tests, stopped by its own pid.

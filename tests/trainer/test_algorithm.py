@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -186,6 +187,20 @@ def test_resume_restores_torch_rng(tmp_path: Path) -> None:
         resumed.stop()
 
 
+def _wait_until_dead(actor: object, timeout_s: float = 30.0) -> None:
+    import ray
+    from ray.exceptions import GetTimeoutError, RayActorError
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.get_connector_state.remote(), timeout=5)
+        except (RayActorError, GetTimeoutError):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"actor still alive {timeout_s}s after ray.kill")
+
+
 @pytest.mark.ray
 def test_env_runner_actors_sample_and_recover_from_a_killed_runner(ray_client: None) -> None:
     import ray
@@ -199,7 +214,9 @@ def test_env_runner_actors_sample_and_recover_from_a_killed_runner(ray_client: N
         states = ray.get([a.get_connector_state.remote() for a in algo.env_runners.actors])
         assert states[0] == states[1] == algo.env_runners.connector_state
         assert states[0]["obs_filter"]["count"] >= first["env_steps"]
-        ray.kill(algo.env_runners.actors[0], no_restart=True)
+        victim = algo.env_runners.actors[0]
+        ray.kill(victim, no_restart=True)
+        _wait_until_dead(victim)  # ray.kill is asynchronous: a sample() may still slip through
         second = algo.train()
         assert second["env_runner_restarts"] == 1
         assert second["env_steps"] >= first["env_steps"] + 256
