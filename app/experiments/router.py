@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -28,6 +29,7 @@ from app.experiments.schemas import (
     LogsPublic,
 )
 from app.experiments.service import JobsControl
+from app.jobs.reconciler import job_dir
 from trainer.wire import LogLines, StatusReport
 
 router = APIRouter(
@@ -127,10 +129,12 @@ async def stop_experiment(
 def delete_experiment(
     experiment_id: ExperimentId, session: SessionDep, settings: SettingsDep
 ) -> Response:
-    """Finished experiments only: removes metrics, events, logs and checkpoint files."""
+    """Finished experiments only: removes metrics, events, logs, checkpoint files and the
+    job's local files (its JSONL metrics copy and archives) on this machine."""
     service.delete_experiment(session, experiment_id)
     session.commit()
     remove_experiment_dir(settings.checkpoints_dir, experiment_id)
+    shutil.rmtree(job_dir(settings, experiment_id), ignore_errors=True)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

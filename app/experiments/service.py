@@ -298,7 +298,8 @@ def tail_logs(session: Session, experiment_id: int, tail: int) -> list[str]:
 
 
 def delete_experiment(session: Session, experiment_id: int) -> Experiment:
-    """Delete a finished experiment's rows (checkpoint files are the caller's to remove)."""
+    """Delete a finished experiment's rows (its checkpoint and job files are the caller's
+    to remove, after the commit)."""
     from app.checkpoints.models import Checkpoint
     from app.metrics.models import MetricPoint, MetricRollup
 

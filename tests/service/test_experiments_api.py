@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import func, select
 
 from app.experiments.models import Experiment
+from app.jobs.reconciler import job_dir
 from tests.service.conftest import SMALL_CONFIG
 from trainer.config import PPOConfig
 
@@ -177,11 +178,15 @@ def test_delete_only_finished_and_removes_everything(
     assert upload.status_code == 200
     archive_dir = app.state.settings.checkpoints_dir / str(exp["id"])
     assert any(archive_dir.iterdir())
+    local_files = job_dir(app.state.settings, exp["id"])  # what a job on this machine leaves
+    (local_files / "checkpoints").mkdir(parents=True)
+    (local_files / "metrics.jsonl").write_text('{"step": 100}\n')
     transition(exp["id"], "succeeded")
 
     assert client.delete(f"/api/v1/experiments/{exp['id']}").status_code == 204
     assert client.get(f"/api/v1/experiments/{exp['id']}").status_code == 404
     assert not archive_dir.exists()
+    assert not local_files.exists()
     with app.state.sessionmaker() as session:
         from app.metrics.models import MetricPoint
 
