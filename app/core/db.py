@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import DateTime, Engine, MetaData, create_engine, event
+from sqlalchemy import Connection, DateTime, Engine, MetaData, create_engine, event
 from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 from sqlalchemy.types import TypeDecorator
@@ -30,6 +30,8 @@ NAMING_CONVENTION = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
+# How long a SQLite transaction waits for another one's write lock before it fails.
+SQLITE_BUSY_TIMEOUT_S = 30
 
 
 class Base(DeclarativeBase):
@@ -74,17 +76,30 @@ def make_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_S}
+        )
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _: Any) -> None:
+            # sqlite3 (legacy transaction control) would BEGIN only at the first write, so a
+            # locking read (`get(..., lock=True)`) guarded nothing; `_begin_immediate` begins.
+            dbapi_conn.isolation_level = None
             cur = dbapi_conn.cursor()
-            # WAL lets readers (websockets, queries) run while a job's ingest writes.
+            # WAL: cheap commits (synchronous=NORMAL is safe with it) for frequent small ingests.
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.execute("PRAGMA foreign_keys=ON")
-            cur.execute("PRAGMA busy_timeout=30000")
+            cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_S * 1000}")
             cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin_immediate(conn: Connection) -> None:
+            # Take the write lock up front (SQLAlchemy's recipe for SQLite transactions): every
+            # transaction reads and writes one consistent state, one writer at a time; the
+            # others wait up to the busy timeout (a deferred read-then-write transaction would
+            # fail with SQLITE_BUSY at once instead, as WAL cannot upgrade a stale snapshot).
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)

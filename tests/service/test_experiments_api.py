@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+import contextlib
+import threading
 
+from sqlalchemy import event, func, select
+
+from app.core.db import transaction
+from app.core.errors import IllegalTransition
+from app.experiments import service as experiments
 from app.experiments.models import Experiment
 from app.jobs.reconciler import job_dir
 from tests.service.conftest import SMALL_CONFIG
@@ -271,3 +277,48 @@ def test_health_and_cluster_without_jobs(client):
     cluster = client.get("/api/v1/cluster")
     assert cluster.status_code == 503
     assert "disabled" in cluster.json()["error"]["message"]
+
+
+def test_conflicting_transitions_from_two_threads_cannot_both_succeed(app, create_experiment):
+    """Two workers end the same running experiment differently at the same moment: the second
+    must see the first one's outcome (its locking read waits) and get IllegalTransition."""
+    exp_id = create_experiment()["id"]
+    sessionmaker = app.state.sessionmaker
+    for target in ("queued", "running"):
+        with transaction(sessionmaker) as session:
+            experiments.transition(session, exp_id, target, "test")
+    # Without a lock both workers would read `running` before either writes. Each waits here
+    # (briefly) for the other before writing; with the lock the other is still blocked.
+    both_read = threading.Barrier(2, timeout=1.0)
+    workers: set[threading.Thread] = set()
+
+    def before_write(session, flush_context, instances) -> None:  # type: ignore[no-untyped-def]
+        if threading.current_thread() in workers:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                both_read.wait()
+
+    outcomes: dict[str, str] = {}
+
+    def end_as(target: str) -> None:
+        try:
+            with transaction(sessionmaker) as session:
+                experiments.transition(session, exp_id, target, f"worker: {target}")
+            outcomes[target] = "ok"
+        except IllegalTransition:
+            outcomes[target] = "illegal"
+
+    workers.update(threading.Thread(target=end_as, args=(t,)) for t in ("succeeded", "failed"))
+    event.listen(sessionmaker, "before_flush", before_write)
+    try:
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(60)
+    finally:
+        event.remove(sessionmaker, "before_flush", before_write)
+    assert sorted(outcomes.values()) == ["illegal", "ok"], outcomes
+    [winner] = [t for t, outcome in outcomes.items() if outcome == "ok"]
+    with sessionmaker() as session:
+        assert experiments.get(session, exp_id).status.value == winner
+        assert [e.to_status for e in experiments.events(session, exp_id)][-1:] == [winner]
+        assert len(experiments.events(session, exp_id)) == 4
