@@ -36,6 +36,7 @@ from trainer.batch import TrainBatch, build_train_batch
 from trainer.config import PPOConfig
 from trainer.episode import EpisodeChunk
 from trainer.module import PPOModule
+from trainer.optim import EagerAdam
 
 # Image batches: bound the rows of one value forward pass (B+K frames of 84x84x4 as float32
 # would need gigabytes at once).
@@ -167,7 +168,7 @@ class PPOLearner:
                 self.module, device_ids=[self.device.index] if self.device.type == "cuda" else None
             )
         self._image_obs = len(observation_space.shape) == 3
-        self.optimizer = torch.optim.Adam(
+        self.optimizer = EagerAdam(
             self.module.parameters(), lr=config.lr, eps=_ADAM_EPS, fused=True
         )
         self.kl_coeff = config.kl_coeff
@@ -243,12 +244,21 @@ class PPOLearner:
         n = len(batch)
         columns = [getattr(batch, f.name) for f in dataclasses.fields(batch)]  # no deep copy
         reps = -(-self.num_minibatches // n)  # a tiny batch is cycled so no minibatch is empty
+        # One minibatch of exactly the whole batch: its loss is a mean over all rows, so the
+        # shuffle cannot change it; skip the gathers (seven copies of the batch per epoch).
+        whole = self.num_minibatches == 1 and reps == 1
         for _ in range(cfg.num_epochs):
-            perm = torch.randperm(n, generator=self._rng).to(self.device)
-            if reps > 1:
-                perm = perm.repeat(reps)
-            for idx in perm.tensor_split(self.num_minibatches):
-                mb = TrainBatch(*(t.index_select(0, idx) for t in columns))
+            if whole:
+                minibatches = [batch]
+            else:
+                perm = torch.randperm(n, generator=self._rng).to(self.device)
+                if reps > 1:
+                    perm = perm.repeat(reps)
+                minibatches = [
+                    TrainBatch(*(t.index_select(0, idx) for t in columns))
+                    for idx in perm.tensor_split(self.num_minibatches)
+                ]
+            for mb in minibatches:
                 out = self._train_module(mb.obs)
                 policy_loss, vf_loss, entropy, kl, clip_fraction = ppo_losses(
                     out, mb, cfg, dist_fns, self.kl_coeff
