@@ -15,6 +15,7 @@ import argparse
 import json
 import logging
 import math
+import os
 import signal
 import sys
 import time
@@ -52,6 +53,7 @@ def main(argv: list[str]) -> int:
     except SystemExit as exc:  # argparse already printed the usage error
         return EXIT_CONFIG if exc.code else EXIT_OK
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    _import_from_working_dir()
     try:
         if args.command == "train":
             return _train(args)
@@ -59,6 +61,16 @@ def main(argv: list[str]) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+
+
+def _import_from_working_dir() -> None:
+    """Let `--env mymodule:MyEnv-v0` find a user's own env module in the working directory, as
+    `python -m` would (a console script's sys.path starts at its bin dir instead). Appended, so
+    a file there never shadows an installed package. Ray actors get the driver's working
+    directory on their path too."""
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.append(cwd)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -10,10 +10,12 @@ EnvRunner records that step as a reset, not as a transition (gymnasium's autores
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode
 
 SUPPORTED_ACTIONS = (gym.spaces.Discrete, gym.spaces.Box)
@@ -25,7 +27,7 @@ def make_vector_env(env_id: str, num_envs: int, env_config: dict[str, Any]) -> g
     A native vector env (one numpy array op per step for all sub-envs) is ~2x faster than
     SyncVectorEnv for CartPole; anything else gets a SyncVectorEnv (same process, no pickling).
     """
-    spec = gym.spec(env_id)
+    spec = find_spec(env_id)
     if spec.vector_entry_point is not None:
         env = gym.make_vec(
             env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **env_config
@@ -44,6 +46,31 @@ def make_vector_env(env_id: str, num_envs: int, env_config: dict[str, Any]) -> g
         raise ValueError(f"{env_id}: vector env uses autoreset mode {mode}, need NEXT_STEP")
     check_spaces(env_id, env.single_observation_space, env.single_action_space)
     return env
+
+
+def find_spec(env_id: str) -> EnvSpec:
+    """The registered spec of `env_id`, accepting gymnasium's `"module:EnvId"` form.
+
+    `gym.make` / `gym.make_vec` import `module` first (it registers `EnvId` on import: how users
+    bring their own envs), but `gym.spec` does not, so do the same here, with errors that say
+    which part is missing: the module, or the env in it.
+    """
+    module, sep, name = env_id.partition(":")
+    if not sep:
+        return gym.spec(env_id)
+    if not module or not name:
+        raise ValueError(f"env id {env_id!r}: expected 'module:EnvId'")
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise ValueError(
+            f"cannot import module {module!r} to register {name!r}: {exc} "
+            "(it must be importable by the trainer: installed, or in its working directory)"
+        ) from None
+    try:
+        return gym.spec(name)
+    except gym.error.Error as exc:
+        raise ValueError(f"module {module!r} does not register env {name!r}: {exc}") from None
 
 
 def check_spaces(env_id: str, observation_space: gym.Space, action_space: gym.Space) -> None:

@@ -26,6 +26,7 @@ from app.experiments import service as experiments
 from app.experiments.schemas import ExperimentCreate
 from app.jobs.ray_head import LocalRayHead, descendants, free_ports
 from app.main import create_app
+from tests.service import failing_env
 
 pytestmark = pytest.mark.ray
 
@@ -254,8 +255,9 @@ def test_stopping_a_running_experiment_saves_a_final_checkpoint(service: LiveSer
     [
         ({"env_id": "NoSuchEnv-v0"}, "NoSuchEnv"),
         ({"env_config": {"no_such_argument": 1}}, "no_such_argument"),
+        ({"env_id": "nosuchmodule:Foo-v0"}, "cannot import module 'nosuchmodule'"),
     ],
-    ids=["unknown-env", "env-raises"],
+    ids=["unknown-env", "env-raises", "unknown-env-module"],
 )
 def test_a_failing_experiment_ends_failed_with_its_error(
     service: LiveService, override: dict[str, Any], expected: str
@@ -266,6 +268,26 @@ def test_a_failing_experiment_ends_failed_with_its_error(
     assert expected in exp["error"]
     assert "Traceback" in exp["log_tail"]
     assert exp["events"][-1]["reason"] == "job raised"
+
+
+def test_a_user_registered_env_that_crashes_fails_the_experiment_with_its_log(
+    service: LiveService,
+) -> None:
+    # "module:EnvId": the job imports tests.service.failing_env (from its working directory,
+    # the project root) to register the env; 8 sub-envs x 128 steps per iteration, so each
+    # sub-env crashes in the third iteration, after two have reported their metrics.
+    config = {
+        **QUICK,
+        "env_id": f"tests.service.failing_env:{failing_env.ENV_ID}",
+        "env_config": {"crash_after_steps": 300},
+    }
+    exp_id = service.submit(config, name="custom env")
+    exp = service.wait_status(exp_id, {"failed", "succeeded", "stopped"}, 90)
+    assert exp["status"] == "failed", (exp["events"][-1], exp["error"])
+    assert failing_env.CRASH_MESSAGE in exp["error"] and "RuntimeError" in exp["error"]
+    assert exp["events"][-1]["reason"] == "job raised"
+    assert "Traceback" in exp["log_tail"] and "failing_env.py" in exp["log_tail"]
+    assert len(service.metric_steps(exp_id)) == 2  # the env loaded and ran until it crashed
 
 
 def test_experiments_that_do_not_fit_together_run_one_after_the_other(

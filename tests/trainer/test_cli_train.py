@@ -18,13 +18,16 @@ ROLLOUT = str(Path(sys.executable).with_name("rollout"))
 LEARN_TIMEOUT_S = 420  # CartPole to 475 takes seconds on a quiet machine; CI shares 2 cores
 
 
-def rollout(*args: str, timeout: float = 120, env: dict[str, str] | None = None):
+def rollout(
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None, cwd: Path | None = None
+):
     return subprocess.run(
         [ROLLOUT, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         env={**os.environ, **(env or {})},
+        cwd=cwd,
     )
 
 
@@ -51,6 +54,31 @@ def test_bad_config_file_and_unknown_env(tmp_path: Path) -> None:
     result = rollout("train", "--env", "NoSuchEnv-v9", "--out", str(tmp_path))
     assert result.returncode == 2 and "NoSuchEnv-v9" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_env_from_a_missing_module_is_one_line_naming_the_module(tmp_path: Path) -> None:
+    result = rollout("train", "--env", "nosuchmodule:Foo-v0", "--out", str(tmp_path / "run"))
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("error: ") and "cannot import module 'nosuchmodule'" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_users_own_env_module_in_the_working_directory(tmp_path: Path) -> None:
+    (tmp_path / "my_envs.py").write_text(
+        "import gymnasium as gym\n"
+        'gym.register(id="ShortPole-v0", max_episode_steps=20,\n'
+        '             entry_point="gymnasium.envs.classic_control.cartpole:CartPoleEnv")\n'
+    )
+    result = rollout(
+        "train", "--env", "my_envs:ShortPole-v0", "--stop-steps", "512",
+        "--set", "train_batch_size_per_learner=256", "--set", "minibatch_size=256",
+        "--out", "run", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = _metrics(tmp_path / "run")
+    assert rows[-1]["env_steps"] >= 512
+    assert 0 < rows[-1]["episode_len_mean"] <= 20  # our registration's time limit
 
 
 def test_config_file_and_dotted_overrides(tmp_path: Path) -> None:
