@@ -129,3 +129,20 @@ def test_unsupported_spaces_are_rejected() -> None:
         PPOModule(VEC, gym.spaces.MultiDiscrete([2, 2]), ModelConfig())
     with pytest.raises(ValueError, match="too small"):
         PPOModule(gym.spaces.Box(0, 255, (8, 8, 3), np.uint8), DISCRETE, ModelConfig())
+
+
+@pytest.mark.parametrize("rows", [3, 512])  # below and above the sigmoid-form threshold
+def test_tanh_matches_torch_tanh_in_value_and_gradient(rows: int) -> None:
+    from trainer.module import Tanh
+
+    x = (torch.randn(rows, 64) * 3).requires_grad_()
+    x_ref = x.detach().clone().requires_grad_()
+    y = Tanh()(x)
+    y_ref = torch.tanh(x_ref)
+    torch.testing.assert_close(y, y_ref, rtol=0, atol=1e-6)
+    g = torch.randn(rows, 64)
+    y.backward(g)
+    y_ref.backward(g)
+    torch.testing.assert_close(x.grad, x_ref.grad, rtol=0, atol=1e-6)
+    with torch.no_grad():
+        torch.testing.assert_close(Tanh()(x), y_ref.detach(), rtol=0, atol=1e-6)
