@@ -139,7 +139,9 @@ class PPOConfig(_Frozen):
     gae_lambda: float = Field(
         default=0.8, ge=0.0, le=1.0, description="GAE lambda (Schulman et al. 2016)."
     )
-    lr: float = Field(default=2e-3, gt=0.0, le=1.0, description="Adam learning rate.")
+    # 3e-3 rather than 2e-3: 9 of 10 CartPole seeds reached 475 in fewer env steps (median
+    # ~12 % fewer) at the same cost per step.
+    lr: float = Field(default=3e-3, gt=0.0, le=1.0, description="Adam learning rate.")
     lr_schedule: Literal["constant", "linear"] = Field(
         default="constant",
         description="linear decays lr to 0 at stop.env_steps (needs stop.env_steps).",
