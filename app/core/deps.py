@@ -13,7 +13,12 @@ from app.core.db import SessionMaker
 
 
 def get_session(request: Request) -> Iterator[Session]:
-    """A session for one request; handlers that write call `session.commit()` themselves."""
+    """A session for one request; handlers that write call `session.commit()` themselves.
+
+    Closed when the handler returns (`scope="function"`), not after the response is sent: on
+    SQLite every transaction holds the write lock, and a slow client (a checkpoint download)
+    must not hold it.
+    """
     with request.app.state.sessionmaker() as session:
         yield session
 
@@ -31,7 +36,7 @@ def get_jobs(request: Request) -> Any:
     return getattr(request.app.state, "jobs", None)
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 SessionMakerDep = Annotated[SessionMaker, Depends(get_sessionmaker)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 JobsDep = Annotated[Any, Depends(get_jobs)]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
+import threading
 
 
 def _upload(client, exp_id, token, iteration, data, ret=None):
@@ -81,3 +83,61 @@ def test_empty_upload_is_rejected(client, create_experiment, job_token):
     response = _upload(client, exp["id"], job_token(exp["id"]), 1, b"")
     assert response.status_code == 422
     assert client.get(f"/api/v1/experiments/{exp['id']}/checkpoints").json() == []
+
+
+def test_a_download_being_sent_holds_no_database_lock(
+    client, app, create_experiment, job_token, transition
+):
+    """The request's session ends before its response goes out: while a (slow) client still
+    receives an archive, jobs can write (on SQLite every transaction takes the write lock)."""
+    exp_id = create_experiment()["id"]
+    headers = {"Authorization": f"Bearer {job_token(exp_id)}"}
+    upload = client.put(
+        f"/api/v1/jobs/experiments/{exp_id}/checkpoints",
+        params={"iteration": 1, "env_steps": 10},
+        content=b"archive",
+        headers=headers,
+    )
+    assert upload.status_code == 200
+    path = f"/api/v1/experiments/{exp_id}/checkpoints/latest/download"
+    writer = threading.Thread(target=transition, args=(exp_id, "queued"))
+    body = bytearray()
+    requests = [{"type": "http.request", "body": b"", "more_body": False}]
+    sent = asyncio.Event()
+
+    async def receive() -> dict:
+        if requests:
+            return requests.pop()
+        await sent.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        if message["type"] != "http.response.body":
+            return
+        if writer.ident is None:
+            writer.start()  # a job writes while the response is on its way
+            writer.join(5)
+        body.extend(message.get("body", b""))
+        if not message.get("more_body", False):
+            sent.set()
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"testserver")],
+        "client": ("testclient", 50000),
+        "server": ("testserver", 80),
+    }
+    client.portal.call(app, scope, receive, send)
+    blocked = writer.is_alive()
+    writer.join(60)
+    assert not blocked, "the write waited for the response to be sent"
+    assert bytes(body) == b"archive"
+    assert client.get(f"/api/v1/experiments/{exp_id}").json()["status"] == "queued"
