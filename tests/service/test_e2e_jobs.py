@@ -298,7 +298,17 @@ def test_experiments_that_do_not_fit_together_run_one_after_the_other(
     big["stop"] = {"env_steps": 3072}
     first, second = service.submit(big, name="big 1"), service.submit(big, name="big 2")
     exp = service.wait_status(first, {"running"}, 30)
-    assert service.experiment(second)["status"] == "queued"
+    # While the first runs, the second waits (pending until the reconciler's next tick, then
+    # queued). Read the second before the first: a "running" second read earlier than a
+    # "running" first would be a real overlap, never a race of the two reads.
+    deadline = time.monotonic() + 120
+    while True:
+        second_status = service.experiment(second)["status"]
+        if service.experiment(first)["status"] != "running":
+            break
+        assert second_status in {"pending", "queued"}
+        assert time.monotonic() < deadline, "the first experiment did not finish in 120 s"
+        time.sleep(0.25)
     first_done = service.wait_status(first, {"succeeded", "failed", "stopped"}, 120)
     assert first_done["status"] == "succeeded", first_done["error"]
     second_done = service.wait_status(second, {"succeeded", "failed", "stopped"}, 120)
