@@ -253,7 +253,11 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--url", default=os.environ.get("ROLLOUT_URL", DEFAULT_URL))
     common.add_argument("--token", default=os.environ.get("ROLLOUT_API_TOKEN"))
 
-    parser = argparse.ArgumentParser(prog="rollout", description="Run and watch PPO experiments.")
+    parser = argparse.ArgumentParser(
+        prog="rollout",
+        description="Run and watch PPO experiments.",
+        epilog="Training without the service: `rollout train --help`, `rollout evaluate --help`.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="start the service (API, dashboard, jobs)")
