@@ -158,6 +158,25 @@ def test_cartpole_learns_with_env_runner_actors(tmp_path: Path, ray_head) -> Non
     assert _metrics(out)[-1]["env_runner_restarts"] == 0
 
 
+@pytest.mark.ray
+def test_ddp_learners_with_an_env_runner_actor(tmp_path: Path, ray_head) -> None:  # type: ignore[no-untyped-def]
+    # The fully distributed path: an EnvRunner actor feeds two Learner actors that train with
+    # torch DDP (gloo), each on train_batch_size_per_learner steps. Reached 200 at ~37k steps.
+    out = tmp_path / "run"
+    result = rollout(
+        "train", "--set", "num_learners=2", "--set", "num_cpus_per_learner=0.5",
+        "--set", "num_env_runners=1", "--set", "num_cpus_per_env_runner=0.5",
+        "--stop-return", "200", "--stop-steps", "200000", "--out", str(out),
+        timeout=LEARN_TIMEOUT_S, env={"RAY_ADDRESS": ray_head.address},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "episode_return_mean reached" in result.stdout
+    rows = _metrics(out)
+    assert rows[-1]["episode_return_mean"] >= 200
+    # Two learners: each iteration samples both learners' shares.
+    assert rows[0]["env_steps"] >= 2 * 512
+
+
 def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path: Path) -> None:
     out = tmp_path / "run"
     proc = subprocess.Popen(
