@@ -21,11 +21,7 @@ import json
 import os
 import platform
 import random
-import signal
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -42,65 +38,23 @@ from app.experiments import service as experiments
 from app.experiments.models import Experiment
 from app.experiments.schemas import ExperimentCreate
 from app.metrics.service import upsert_points
+from tests.serve_process import rollout_serve
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMAND = ".venv/bin/python -m benchmarks.service_bench --write docs/benchmarks.md"
 START, END = "<!-- service_bench:start -->", "<!-- service_bench:end -->"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def serve(database_url: str, data_dir: Path) -> Iterator[str]:
-    """`rollout serve` in its own process group, stopped by pid."""
-    port = _free_port()
+    """`rollout serve` (jobs off) in its own process group, stopped by pid."""
     env = {
-        **os.environ,
         "ROLLOUT_DATABASE_URL": database_url,
         "ROLLOUT_JOBS_ENABLED": "false",
+        "ROLLOUT_API_TOKEN": None,
     }
-    env.pop("ROLLOUT_API_TOKEN", None)
-    log = (data_dir / "server.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "app.cli",
-            "serve",
-            "--port",
-            str(port),
-            "--data-dir",
-            str(data_dir),
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError((data_dir / "server.log").read_text()[-3000:])
-            time.sleep(0.2)
-        yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        log.close()
+    with rollout_serve(data_dir, env=env) as served:
+        yield served.url
 
 
 def _new_experiment(sessionmaker: Any, name: str) -> tuple[int, str]:

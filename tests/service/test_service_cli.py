@@ -4,11 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,66 +14,32 @@ import pytest
 
 from app.core.db import make_engine, make_sessionmaker, transaction
 from app.experiments import service as experiments
+from app.jobs.ray_head import free_ports
 from app.service_cli import main
+from tests.serve_process import rollout_serve
 from tests.service.conftest import SMALL_CONFIG
 
 pytestmark = pytest.mark.timeout(120)
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager
 def running_service(data_dir: Path, port: int) -> Iterator[str]:
-    """`rollout serve` in its own process group; SIGINT on exit, which must end it cleanly."""
+    """`rollout serve` with jobs off; SIGINT on exit, which must end it cleanly."""
     env = {
-        **os.environ,
         "ROLLOUT_JOBS_ENABLED": "false",
         "ROLLOUT_FRONTEND_DIR": str(data_dir / "no-frontend"),
+        "ROLLOUT_API_TOKEN": None,
+        "ROLLOUT_DATABASE_URL": None,
     }
-    env.pop("ROLLOUT_API_TOKEN", None)
-    env.pop("ROLLOUT_DATABASE_URL", None)
-    log_path = data_dir / f"server-{time.monotonic_ns()}.log"
-    log = log_path.open("wb")
-    command = [sys.executable, "-m", "app.cli", "serve", "--port", str(port)]
-    proc = subprocess.Popen(
-        [*command, "--data-dir", str(data_dir)],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(log_path.read_text())
-            time.sleep(0.2)
-        yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        log.close()
-    assert proc.returncode == 0, log_path.read_text()[-2000:]
+    with rollout_serve(data_dir, port=port, env=env, stop_timeout_s=20) as served:
+        yield served.url
+    assert served.proc.returncode == 0, served.log_path.read_text()[-2000:]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     data_dir = tmp_path_factory.mktemp("serve")
-    with running_service(data_dir, _free_port()) as url:
+    with running_service(data_dir, free_ports(1)[0]) as url:
         yield url, data_dir
 
 
@@ -158,7 +119,7 @@ def test_watch_follows_until_success_and_download(server, tmp_path, capsys):
 
 
 def test_unreachable_service_is_a_clear_message(capsys):
-    port = _free_port()
+    port = free_ports(1)[0]
     assert main(["list", "--url", f"http://127.0.0.1:{port}"]) == 2
     err = capsys.readouterr().err
     assert "cannot reach the Rollout service" in err and "Traceback" not in err
@@ -171,7 +132,7 @@ def test_serve_refuses_non_loopback_without_token(monkeypatch, capsys, tmp_path)
 
 
 def test_watch_resumes_after_the_service_restarts(tmp_path, capsys):
-    data_dir, port = tmp_path / "data", _free_port()
+    data_dir, port = tmp_path / "data", free_ports(1)[0]
     data_dir.mkdir()
     with running_service(data_dir, port) as url:
         exp_id = _submit(url, tmp_path, capsys, name="restarted")
