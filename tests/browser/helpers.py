@@ -29,3 +29,13 @@ def chart_drawn(page: Any, title: str) -> int:
     """How many x positions the chart titled `title` renders in its current x range."""
     value = page.locator(f'[data-chart="{title}"]').get_attribute("data-drawn")
     return int(value or 0)
+
+
+def new_page(browser: Any, errors: list[str], **context_options: Any) -> tuple[Any, Any]:
+    """A page in a fresh browser context (options as Browser.new_context takes them) whose
+    console errors and uncaught page errors are appended to `errors`; returns (context, page)."""
+    context = browser.new_context(**context_options)
+    page = context.new_page()
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+    return context, page

@@ -20,7 +20,7 @@ import pytest
 
 from app.core.config import Settings
 from app.jobs.ray_head import LocalRayHead
-from tests.browser.helpers import chart_points, wait_until
+from tests.browser.helpers import chart_points, new_page, wait_until
 from tests.browser.server import LiveServer, live_server
 from trainer.config import PPOConfig
 
@@ -126,11 +126,10 @@ def console() -> Console:
 @pytest.fixture
 def page(browser: Any, console: Console, request: pytest.FixtureRequest) -> Iterator[Any]:
     """A fresh page; fails the test if the page logged a console error it did not expect."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
-    page = context.new_page()
+    context, page = new_page(
+        browser, console.errors, viewport={"width": 1280, "height": 900}, accept_downloads=True
+    )
     page.set_default_timeout(30_000)
-    page.on("console", lambda m: console.errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: console.errors.append(f"page error: {e}"))
     yield page
     context.close()
     assert not console.unexpected(), f"console errors in {request.node.name}: {console.errors}"
@@ -302,10 +301,10 @@ def test_dark_scheme_and_narrow_window(
     service: LiveServer, browser: Any, artifacts: Path, state: State
 ) -> None:
     """The pages follow prefers-color-scheme and fit a phone-sized window."""
-    context = browser.new_context(viewport={"width": 390, "height": 800}, color_scheme="dark")
-    page = context.new_page()
     errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    context, page = new_page(
+        browser, errors, viewport={"width": 390, "height": 800}, color_scheme="dark"
+    )
     try:
         for name, route in [
             ("experiments", "#/"),

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from app.core.config import Settings
-from tests.browser.helpers import chart_points, wait_until
+from tests.browser.helpers import chart_points, new_page, wait_until
 from tests.browser.server import free_port, live_server
 from tests.browser.simulate import SimulatedJob
 
@@ -34,11 +34,8 @@ def test_page_goes_offline_reconnects_and_resumes_without_duplicates(
         frontend_dir=frontend_dist,
     )
     port = free_port()
-    context = browser.new_context(viewport={"width": 1100, "height": 800})
-    page = context.new_page()
     errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+    context, page = new_page(browser, errors, viewport={"width": 1100, "height": 800})
     try:
         with live_server(settings, port=port) as server:
             created = httpx.post(

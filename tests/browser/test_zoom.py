@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from app.core.config import Settings
-from tests.browser.helpers import chart_drawn, chart_points, wait_until
+from tests.browser.helpers import chart_drawn, chart_points, new_page, wait_until
 from tests.browser.server import live_server
 from tests.browser.simulate import SimulatedJob
 
@@ -35,11 +35,8 @@ def test_drag_zoom_fetches_full_resolution(
         jobs_enabled=False,
         frontend_dir=frontend_dist,
     )
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
-    page = context.new_page()
     errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+    context, page = new_page(browser, errors, viewport={"width": 1200, "height": 900})
     try:
         with live_server(settings) as server:
             created = httpx.post(
