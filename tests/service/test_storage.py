@@ -232,3 +232,41 @@ def test_logs_keep_the_newest_lines_per_experiment(make_settings):
                 ).all()
             )
         assert counts == {first: 5, other: 2}
+
+
+@pytest.fixture
+def tiny_data_dir(tmp_path: Path):
+    """A 1 MiB tmpfs as the data dir (needs root and mount; the database lives outside)."""
+    import shutil
+    import subprocess
+
+    mount = tmp_path / "data"
+    mount.mkdir()
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("mounting a tmpfs needs root")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True, timeout=30)
+
+
+def test_a_disk_that_really_fills_up_mid_upload_gives_507(make_settings, tiny_data_dir):
+    """No limit configured; the filesystem itself runs out of space (ENOSPC) mid-stream."""
+    app = create_app(make_settings(data_dir=tiny_data_dir, min_free_bytes=0))
+    with TestClient(app) as client:
+        exp_id, token = _new(client, app)
+
+        def body():
+            for _ in range(32):
+                yield os.urandom(64 * 1024)  # 2 MiB into a 1 MiB filesystem
+
+        refused = _put(client, exp_id, token, 1, body())
+        assert refused.status_code == 507, refused.text
+        assert refused.json()["error"]["code"] == "insufficient_storage"
+        assert _files(app.state.settings.checkpoints_dir) == []
+        assert _put(client, exp_id, token, 1, os.urandom(100 * 1024)).status_code == 200
