@@ -20,6 +20,7 @@ from fastapi.staticfiles import StaticFiles
 
 from app.checkpoints.router import job_router as checkpoints_jobs
 from app.checkpoints.router import router as checkpoints
+from app.checkpoints.sweep import sweep_orphans
 from app.core import system
 from app.core.config import Settings
 from app.core.db import PROJECT_ROOT, SessionMaker, make_engine, make_sessionmaker, migrate
@@ -49,11 +50,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await hub.start()
         listener = None
         if settings.uses_pg_notify:
-            sessionmaker = make_sessionmaker(engine, hub, notifier=notify)
+            sessionmaker = make_sessionmaker(engine, hub, notifier=notify, settings=settings)
             listener = PgListener(conninfo(engine), hub, _metrics_loader(sessionmaker))
             await asyncio.to_thread(listener.start)
         else:
-            sessionmaker = make_sessionmaker(engine, hub)
+            sessionmaker = make_sessionmaker(engine, hub, settings=settings)
+        await asyncio.to_thread(sweep_orphans, settings, sessionmaker)
         app.state.engine = engine
         app.state.hub = hub
         app.state.sessionmaker = sessionmaker

@@ -8,11 +8,15 @@ from sqlalchemy import BigInteger, Double, ForeignKey, Integer, String, UniqueCo
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base, UTCDateTime, utcnow
+from app.experiments.models import NEVER_REUSE_IDS
 
 
 class Checkpoint(Base):
+    """`path` is relative to the checkpoints dir; a file name is never reused (it carries a
+    random suffix), so a failed upload can never remove the archive of a committed row."""
+
     __tablename__ = "checkpoints"
-    __table_args__ = (UniqueConstraint("experiment_id", "iteration"),)
+    __table_args__ = (UniqueConstraint("experiment_id", "iteration"), NEVER_REUSE_IDS)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     experiment_id: Mapped[int] = mapped_column(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -13,7 +15,7 @@ from sqlalchemy.orm import Session
 from app.checkpoints import service, storage
 from app.checkpoints.schemas import CheckpointPublic
 from app.core.auth import JobTokenDep, require_api_token
-from app.core.db import SessionMaker, run_in_transaction
+from app.core.db import SessionMaker, read_only, run_in_transaction
 from app.core.deps import SessionDep, SessionMakerDep, SettingsDep
 from app.core.errors import NotFound
 from app.experiments import service as experiments
@@ -23,6 +25,7 @@ router = APIRouter(
     prefix="/experiments", tags=["checkpoints"], dependencies=[Depends(require_api_token)]
 )
 job_router = APIRouter(prefix="/jobs/experiments", tags=["jobs"])
+log = logging.getLogger(__name__)
 
 
 @router.get("/{experiment_id}/checkpoints", response_model=list[CheckpointPublic])
@@ -58,16 +61,40 @@ def job_download_resume_checkpoint(
     if exp.resume_from_checkpoint_id is None:
         raise NotFound(f"experiment {experiment_id} does not resume from a checkpoint")
     source = session.get(service.Checkpoint, exp.resume_from_checkpoint_id)
-    if source is None:
-        raise NotFound(f"checkpoint {exp.resume_from_checkpoint_id} no longer exists")
+    if source is None or source.experiment_id != exp.parent_id:
+        raise NotFound(
+            f"checkpoint {exp.resume_from_checkpoint_id} of experiment {exp.parent_id} "
+            "no longer exists"
+        )
     return _archive_response(
         session, settings.checkpoints_dir, source.experiment_id, str(source.id)
     )
 
 
 def _authorize(sessionmaker: SessionMaker, experiment_id: int, token: str) -> None:
-    with sessionmaker() as session:
+    with read_only(sessionmaker)() as session:
         experiments.authorize_job(session, experiment_id, token)
+
+
+def _declared_size(request: Request) -> int:
+    try:
+        return max(0, int(request.headers.get("content-length", "0")))
+    except ValueError:
+        return 0
+
+
+def _note_refusal(
+    sessionmaker: SessionMaker, experiment_id: int, meta: CheckpointMeta, reason: str
+) -> None:
+    """Tell the experiment's log why its checkpoint is not stored (the job keeps the archive)."""
+    line = (
+        f"checkpoint of iteration {meta.iteration} not stored: {reason}; the job keeps the "
+        "archive in its job dir"
+    )
+    try:
+        run_in_transaction(sessionmaker, experiments.append_logs, experiment_id, [line])
+    except Exception:
+        log.exception("could not log the refused checkpoint of experiment %s", experiment_id)
 
 
 @job_router.put("/{experiment_id}/checkpoints", response_model=CheckpointPublic)
@@ -81,19 +108,29 @@ async def upload_checkpoint(
     env_steps: Annotated[int, Query(ge=0)],
     episode_return_mean: float | None = None,
 ) -> CheckpointPublic:
-    """The body is the .tar.gz, streamed to disk; idempotent per iteration; applies retention."""
+    """The body is the .tar.gz, streamed to a temp file (507 when storage is short), renamed
+    into place in the transaction that records it; idempotent per iteration; applies retention.
+    """
     meta = CheckpointMeta(
         iteration=iteration, env_steps=env_steps, episode_return_mean=episode_return_mean
     )
     await asyncio.to_thread(_authorize, sessionmaker, experiment_id, token)
     root = settings.checkpoints_dir
-    stored = await storage.receive(
-        request.stream(), storage.archive_path(root, experiment_id, iteration)
-    )
+    directory = storage.experiment_dir(root, experiment_id)
+    limits = storage.StorageLimits.from_settings(settings)
+    try:
+        await asyncio.to_thread(limits.check, root, _declared_size(request))
+        stored = await storage.receive(request.stream(), directory, root, limits)
+    except storage.InsufficientStorage as exc:
+        await asyncio.to_thread(_note_refusal, sessionmaker, experiment_id, meta, exc.message)
+        raise
+    final = storage.new_archive_path(root, experiment_id, iteration)
 
     def record(session: Session) -> tuple[CheckpointPublic, list[Path]]:
-        exp = experiments.get(session, experiment_id)
-        checkpoint, removed = service.register(session, exp, meta, stored, root)
+        exp = experiments.get(session, experiment_id, lock=True)  # gone: NotFound
+        os.replace(stored.path, final)
+        placed = storage.StoredFile(final, stored.size_bytes, stored.sha256)
+        checkpoint, removed = service.register(session, exp, meta, placed, root)
         public = service.to_public([*service.all_checkpoints(session, experiment_id)])
         found = next((c for c in public if c.id == checkpoint.id), None)
         # An out-of-order upload that is neither recent nor best is dropped by retention at
@@ -102,6 +139,11 @@ async def upload_checkpoint(
             update={"is_best": False, "is_latest": False}
         ), removed
 
-    public, removed = await asyncio.to_thread(run_in_transaction, sessionmaker, record)
+    try:
+        public, removed = await asyncio.to_thread(run_in_transaction, sessionmaker, record)
+    except BaseException:
+        # Not committed: neither the temp file nor the renamed archive may stay behind.
+        storage.discard([stored.path, final], directory)
+        raise
     storage.remove_files(removed)
     return public

@@ -1,10 +1,17 @@
-"""Checkpoint records: register uploads (idempotent per iteration), list, resolve, retention."""
+"""Checkpoint records: register uploads (idempotent per iteration), list, resolve, retention.
+
+A checkpoint an unfinished experiment will resume from is pinned: retention keeps it (beyond
+`keep_checkpoints`) and deleting its experiment is refused until that experiment has finished.
+A finished experiment's reference is released (set to NULL) when its checkpoint goes; the
+database's foreign key (ON DELETE RESTRICT) refuses any other removal.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from app.checkpoints.models import Checkpoint
@@ -12,6 +19,7 @@ from app.checkpoints.schemas import CheckpointPublic
 from app.checkpoints.storage import StoredFile
 from app.core.db import publish_after_commit, utcnow
 from app.core.errors import NotFound
+from app.experiments.lifecycle import ExperimentStatus
 from app.experiments.models import Experiment
 from app.live.topics import experiment_topic
 from trainer.wire import CheckpointMeta
@@ -72,15 +80,42 @@ def resolve(session: Session, experiment_id: int, ref: str) -> Checkpoint:
     return found
 
 
+def pinned(session: Session, checkpoint_ids: Collection[int]) -> dict[int, Experiment]:
+    """Checkpoint id -> an unfinished experiment that will resume from it."""
+    if not checkpoint_ids:
+        return {}
+    unfinished = [s for s in ExperimentStatus if not s.is_finished]
+    rows = session.scalars(
+        select(Experiment).where(
+            Experiment.resume_from_checkpoint_id.in_(list(checkpoint_ids)),
+            Experiment.status.in_(unfinished),
+        )
+    )
+    return {exp.resume_from_checkpoint_id: exp for exp in rows}  # type: ignore[misc]
+
+
+def release(session: Session, checkpoint_ids: Collection[int]) -> None:
+    """Clear finished experiments' references to checkpoints about to be deleted."""
+    if checkpoint_ids:
+        session.execute(
+            update(Experiment)
+            .where(Experiment.resume_from_checkpoint_id.in_(list(checkpoint_ids)))
+            .values(resume_from_checkpoint_id=None)
+            .execution_options(synchronize_session=False)
+        )
+
+
 def register(
     session: Session, exp: Experiment, meta: CheckpointMeta, stored: StoredFile, root: Path
 ) -> tuple[Checkpoint, list[Path]]:
-    """Record an uploaded archive, then apply retention; returns files the caller removes."""
+    """Record an archive already at its final path, then apply retention; returns the files
+    the caller removes after the commit (an archive this one replaces, retention's)."""
     existing = session.scalars(
         select(Checkpoint).where(
             Checkpoint.experiment_id == exp.id, Checkpoint.iteration == meta.iteration
         )
     ).one_or_none()
+    replaced = [root / existing.path] if existing is not None else []
     checkpoint = existing or Checkpoint(experiment_id=exp.id, iteration=meta.iteration)
     checkpoint.env_steps = meta.env_steps
     checkpoint.episode_return_mean = meta.episode_return_mean
@@ -102,18 +137,24 @@ def register(
                 "checkpoint": public.model_dump(mode="json"),
             },
         )
-    return checkpoint, [root / c.path for c in removed]
+    stale = [p for p in replaced if p != stored.path]
+    return checkpoint, stale + [root / c.path for c in removed]
 
 
 def apply_retention(session: Session, exp: Experiment) -> list[Checkpoint]:
-    """Keep the `keep_checkpoints` most recent and the best; delete the rest's rows."""
+    """Keep the `keep_checkpoints` most recent, the best, and those an unfinished experiment
+    will resume from; delete the rest's rows."""
     keep_count = int(exp.config.get("keep_checkpoints", 5))
     checkpoints = all_checkpoints(session, exp.id)
     best, _ = best_and_latest(checkpoints)
     keep = {c.id for c in checkpoints[-keep_count:]}
     if best is not None:
         keep.add(best.id)
+    candidates = [c.id for c in checkpoints if c.id not in keep]
+    keep.update(pinned(session, candidates))
     removed = [c for c in checkpoints if c.id not in keep]
     if removed:
-        session.execute(delete(Checkpoint).where(Checkpoint.id.in_([c.id for c in removed])))
+        ids = [c.id for c in removed]
+        release(session, ids)
+        session.execute(delete(Checkpoint).where(Checkpoint.id.in_(ids)))
     return removed

@@ -60,6 +60,25 @@ class Settings(BaseSettings):
         description="Built dashboard to serve at /; default frontend/dist of the project.",
     )
 
+    # --- storage: quotas and retention of what the service keeps (docs/operations.md) ---------
+    max_storage_bytes: int | None = Field(
+        default=None,
+        ge=0,
+        description="Most bytes of checkpoint archives kept under <data dir>/checkpoints, uploads "
+        "in flight included; an upload that would pass it is refused (507). Unset: no limit.",
+    )
+    min_free_bytes: int = Field(
+        default=512 * 1024**2,
+        ge=0,
+        description="Free bytes the data dir's filesystem must keep after a checkpoint upload "
+        "(room for the database and logs); an upload that would take them is refused (507).",
+    )
+    max_log_lines_per_experiment: int = Field(
+        default=10_000,
+        ge=1,
+        description="Log lines kept per experiment; older ones are dropped as new ones arrive.",
+    )
+
     @property
     def resolved_database_url(self) -> str:
         if self.database_url:

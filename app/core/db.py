@@ -5,11 +5,17 @@ Sessions are synchronous SQLAlchemy 2 sessions: HTTP handlers that touch the dat
 `asyncio.to_thread`. Messages for live subscribers are queued on the session with
 `publish_after_commit` and delivered only once the transaction has committed, so a websocket
 client never sees a state the database does not hold.
+
+Every sessionmaker has a read-only twin (`read_only(factory)`) for work that never writes (GET
+handlers, /health, websocket backlogs). On SQLite its transactions are deferred and `query_only`:
+with WAL they read a snapshot without ever taking the write lock, so a long query cannot stall
+ingest; writers keep `BEGIN IMMEDIATE` and serialise among themselves.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +38,10 @@ NAMING_CONVENTION = {
 }
 # How long a SQLite transaction waits for another one's write lock before it fails.
 SQLITE_BUSY_TIMEOUT_S = 30
+# Execution option that marks a connection's transactions read-only (see `read_only`).
+READ_ONLY = "rollout_read_only"
+# Serialises migrations of API processes starting together on one PostgreSQL database.
+MIGRATION_LOCK_KEY = 0x526F6C6C  # "Roll"
 
 
 class Base(DeclarativeBase):
@@ -94,11 +104,19 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         @event.listens_for(engine, "begin")
-        def _begin_immediate(conn: Connection) -> None:
-            # Take the write lock up front (SQLAlchemy's recipe for SQLite transactions): every
-            # transaction reads and writes one consistent state, one writer at a time; the
-            # others wait up to the busy timeout (a deferred read-then-write transaction would
-            # fail with SQLITE_BUSY at once instead, as WAL cannot upgrade a stale snapshot).
+        def _begin(conn: Connection) -> None:
+            if conn.get_execution_options().get(READ_ONLY):
+                # A reader: a deferred transaction reads one WAL snapshot and never takes the
+                # write lock; query_only turns an accidental write into an error, not a lock.
+                conn.exec_driver_sql("PRAGMA query_only=1")
+                conn.exec_driver_sql("BEGIN")
+                return
+            # A writer takes the write lock up front (SQLAlchemy's recipe for SQLite
+            # transactions): it reads and writes one consistent state, one writer at a time;
+            # the others wait up to the busy timeout (a deferred read-then-write transaction
+            # would fail with SQLITE_BUSY at once instead, as WAL cannot upgrade a stale
+            # snapshot).
+            conn.exec_driver_sql("PRAGMA query_only=0")
             conn.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
@@ -114,14 +132,20 @@ Notifier = Callable[[Session, list[tuple[str, dict[str, Any]]]], None]
 
 
 def make_sessionmaker(
-    engine: Engine, hub: Publisher | None = None, notifier: Notifier | None = None
+    engine: Engine,
+    hub: Publisher | None = None,
+    notifier: Notifier | None = None,
+    settings: Any = None,
 ) -> SessionMaker:
     """Sessions that deliver `publish_after_commit` messages to `hub` after each commit.
 
     With a `notifier` (PostgreSQL LISTEN/NOTIFY across API processes), messages go into the
-    transaction itself instead and reach every process's hub through its listener.
+    transaction itself instead and reach every process's hub through its listener. `settings`
+    (the service's, in `session.info["settings"]`) give domain services their limits.
     """
-    factory = sessionmaker(bind=engine, expire_on_commit=False, info={"hub": hub})
+    info = {"hub": hub, "settings": settings}
+    factory = sessionmaker(bind=engine, expire_on_commit=False, info=info)
+    _READ_ONLY_TWINS[factory] = make_read_only_sessionmaker(engine)
 
     @event.listens_for(factory, "before_commit")
     def _notify(session: Session) -> None:
@@ -142,6 +166,34 @@ def make_sessionmaker(
         session.info.pop(_PENDING, None)
 
     return factory
+
+
+def make_read_only_sessionmaker(engine: Engine) -> SessionMaker:
+    """Sessions for work that never writes: deferred, query-only transactions on SQLite."""
+    factory = sessionmaker(
+        bind=engine.execution_options(**{READ_ONLY: True}), expire_on_commit=False
+    )
+
+    @event.listens_for(factory, "before_flush")
+    def _refuse(session: Session, *_: Any) -> None:
+        if session.new or session.dirty or session.deleted:
+            raise RuntimeError("a read-only session was asked to write")
+
+    return factory
+
+
+_READ_ONLY_TWINS: weakref.WeakKeyDictionary[SessionMaker, SessionMaker] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def read_only(factory: SessionMaker) -> SessionMaker:
+    """The read-only twin of a sessionmaker made by `make_sessionmaker` (same engine)."""
+    twin = _READ_ONLY_TWINS.get(factory)
+    if twin is None:
+        bind = factory.kw["bind"]
+        twin = _READ_ONLY_TWINS[factory] = make_read_only_sessionmaker(bind)
+    return twin
 
 
 def publish_after_commit(session: Session, topic: str, message: dict[str, Any]) -> None:
@@ -178,19 +230,42 @@ def migrate(engine: Engine, revision: str = "head") -> None:
     """Bring the schema to `revision` (start-up runs this to head)."""
     from alembic import command
 
-    cfg = alembic_config(engine.url.render_as_string(hide_password=False))
-    with engine.begin() as connection:
-        cfg.attributes["connection"] = connection
-        command.upgrade(cfg, revision)
+    _run_alembic(engine, command.upgrade, revision)
 
 
 def downgrade(engine: Engine, revision: str) -> None:
     from alembic import command
 
+    _run_alembic(engine, command.downgrade, revision)
+
+
+def _run_alembic(engine: Engine, fn: Callable[[Any, str], None], revision: str) -> None:
+    """Run an Alembic command in one transaction on one connection.
+
+    SQLite: foreign keys are off meanwhile (batch migrations copy, drop and rename tables, and
+    a DROP TABLE with foreign keys on would cascade into every child table), then checked.
+    PostgreSQL: an advisory lock makes API processes that start together migrate one by one.
+    """
     cfg = alembic_config(engine.url.render_as_string(hide_password=False))
-    with engine.begin() as connection:
-        cfg.attributes["connection"] = connection
-        command.downgrade(cfg, revision)
+    with engine.connect() as connection:
+        sqlite = connection.dialect.name == "sqlite"
+        if sqlite:
+            # Outside any transaction (the pragma is a no-op inside one).
+            connection.connection.driver_connection.execute("PRAGMA foreign_keys=OFF")
+        try:
+            with connection.begin():
+                if connection.dialect.name == "postgresql":
+                    lock = f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})"
+                    connection.exec_driver_sql(lock)
+                cfg.attributes["connection"] = connection
+                fn(cfg, revision)
+                if sqlite:
+                    broken = connection.exec_driver_sql("PRAGMA foreign_key_check").all()
+                    if broken:
+                        raise RuntimeError(f"migration left dangling foreign keys: {broken[:5]}")
+        finally:
+            if sqlite:
+                connection.connection.driver_connection.execute("PRAGMA foreign_keys=ON")
 
 
 def import_models() -> MetaData:

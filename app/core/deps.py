@@ -9,18 +9,30 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
-from app.core.db import SessionMaker
+from app.core.db import SessionMaker, read_only
+
+# Requests that must never write: their sessions are read-only (deferred on SQLite, so a long
+# read never holds the write lock that ingest needs).
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def get_session(request: Request) -> Iterator[Session]:
     """A session for one request; handlers that write call `session.commit()` themselves.
 
-    Closed when the handler returns (`scope="function"`), not after the response is sent: on
-    SQLite every transaction holds the write lock, and a slow client (a checkpoint download)
-    must not hold it.
+    GET / HEAD requests get a read-only session. Closed when the handler returns
+    (`scope="function"`), not after the response is sent: a slow client (a checkpoint
+    download) must hold no transaction.
     """
-    with request.app.state.sessionmaker() as session:
+    factory = request.app.state.sessionmaker
+    if request.method in READ_METHODS:
+        factory = read_only(factory)
+    with factory() as session:
         yield session
+
+
+def read_sessionmaker(state: Any) -> SessionMaker:
+    """The read-only sessionmaker of an app (`app.state`): for /health, websocket backlogs."""
+    return read_only(state.sessionmaker)
 
 
 def get_sessionmaker(request: Request) -> SessionMaker:

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
 from app.core.auth import require_api_token
+from app.core.deps import read_sessionmaker
 from app.core.errors import Unavailable
 
 router = APIRouter(tags=["system"])
@@ -23,7 +24,7 @@ async def _maybe_await(value: Any) -> Any:
 
 def _database_ok(request: Request) -> bool:
     try:
-        with request.app.state.sessionmaker() as session:
+        with read_sessionmaker(request.app.state)() as session:
             session.execute(text("SELECT 1"))
         return True
     except Exception:
@@ -31,7 +32,8 @@ def _database_ok(request: Request) -> bool:
 
 
 async def health(request: Request) -> JSONResponse:
-    """200 when the database answers; `ray` is null when jobs are disabled."""
+    """200 when the database answers; `ray` is null when jobs are disabled; `live` is the
+    live feed (degraded while the PostgreSQL listener reconnects)."""
     database = await asyncio.to_thread(_database_ok, request)
     jobs = getattr(request.app.state, "jobs", None)
     ray: bool | None = None
@@ -40,8 +42,14 @@ async def health(request: Request) -> JSONResponse:
             ray = bool(await _maybe_await(jobs.healthy()))
         except Exception:
             ray = False
-    ok = database and ray is not False
-    body = {"status": "ok" if ok else "degraded", "database": database, "ray": ray}
+    live = request.app.state.hub.feed
+    ok = database and ray is not False and live.connected
+    body = {
+        "status": "ok" if ok else "degraded",
+        "database": database,
+        "ray": ray,
+        "live": live.as_dict(),  # where live messages come from; postgres: the listener
+    }
     return JSONResponse(body, status_code=200 if database else 503)
 
 

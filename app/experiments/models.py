@@ -11,9 +11,14 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from app.core.db import Base, UTCDateTime, utcnow
 from app.experiments.lifecycle import ExperimentStatus
 
+# SQLite reuses the highest rowid after a delete unless the table is AUTOINCREMENT; ids that are
+# shown to users or referenced by other rows must never come back for a different row.
+NEVER_REUSE_IDS = {"sqlite_autoincrement": True}
+
 
 class Experiment(Base):
     __tablename__ = "experiments"
+    __table_args__ = NEVER_REUSE_IDS
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(200))
@@ -43,7 +48,12 @@ class Experiment(Base):
     best_return: Mapped[float | None] = mapped_column(Double)
     # Lineage: a resumed experiment starts from a checkpoint of another one; a fork copies one.
     parent_id: Mapped[int | None] = mapped_column(Integer)
-    resume_from_checkpoint_id: Mapped[int | None] = mapped_column(Integer)
+    # RESTRICT: the database refuses to delete a checkpoint an experiment still points to.
+    # Retention and delete never remove one an unfinished experiment will resume from, and
+    # release (set to NULL) the references of finished ones first (app.checkpoints.service).
+    resume_from_checkpoint_id: Mapped[int | None] = mapped_column(
+        ForeignKey("checkpoints.id", ondelete="RESTRICT", use_alter=True), index=True
+    )
 
     tags: Mapped[list[ExperimentTag]] = relationship(
         cascade="all, delete-orphan",
@@ -70,6 +80,7 @@ class ExperimentEvent(Base):
     """One lifecycle transition with its reason (the status timeline)."""
 
     __tablename__ = "experiment_events"
+    __table_args__ = NEVER_REUSE_IDS
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     experiment_id: Mapped[int] = mapped_column(
@@ -85,7 +96,10 @@ class LogLine(Base):
     """A progress line from a job, for the dashboard's log tail."""
 
     __tablename__ = "log_lines"
-    __table_args__ = (Index("ix_log_lines_experiment_id_id", "experiment_id", "id"),)
+    __table_args__ = (
+        Index("ix_log_lines_experiment_id_id", "experiment_id", "id"),
+        NEVER_REUSE_IDS,
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"))

@@ -30,6 +30,8 @@ from trainer.config import PPOConfig
 
 S = ExperimentStatus
 LOG_TAIL_MAX_LINES = 2000
+DEFAULT_MAX_LOG_LINES = 10_000
+LOG_LINE_MAX_CHARS = 10_000
 
 
 class JobsControl(Protocol):
@@ -271,16 +273,49 @@ def authorize_job(session: Session, experiment_id: int, token: str) -> Experimen
 # --- logs ---------------------------------------------------------------------------------------
 
 
-def append_logs(session: Session, experiment_id: int, lines: list[str]) -> int:
+def append_logs(
+    session: Session, experiment_id: int, lines: list[str], *, keep: int | None = None
+) -> int:
+    """Store log lines, then drop all but the newest `keep` of the experiment (default: the
+    service's `max_log_lines_per_experiment`, carried in the session's info)."""
     now = utcnow()
+    lines = [_shorten_line(line) for line in lines]
     session.add_all(LogLine(experiment_id=experiment_id, at=now, line=line) for line in lines)
     if lines:
+        session.flush()
+        _prune_logs(session, experiment_id, keep or _log_limit(session))
         publish_after_commit(
             session,
             experiment_topic(experiment_id),
             {"type": "log", "experiment_id": experiment_id, "lines": lines},
         )
     return len(lines)
+
+
+def _log_limit(session: Session) -> int:
+    settings = session.info.get("settings")
+    return getattr(settings, "max_log_lines_per_experiment", DEFAULT_MAX_LOG_LINES)
+
+
+def _shorten_line(line: str) -> str:
+    if len(line) <= LOG_LINE_MAX_CHARS:
+        return line
+    return line[:LOG_LINE_MAX_CHARS] + " [truncated]"
+
+
+def _prune_logs(session: Session, experiment_id: int, keep: int) -> None:
+    """Delete the experiment's lines older than its newest `keep` (one index walk)."""
+    oldest_kept = (
+        select(LogLine.id)
+        .where(LogLine.experiment_id == experiment_id)
+        .order_by(LogLine.id.desc())
+        .offset(keep - 1)
+        .limit(1)
+        .scalar_subquery()
+    )
+    session.execute(
+        delete(LogLine).where(LogLine.experiment_id == experiment_id, LogLine.id < oldest_kept)
+    )
 
 
 def tail_logs(session: Session, experiment_id: int, tail: int) -> list[str]:
@@ -299,8 +334,13 @@ def tail_logs(session: Session, experiment_id: int, tail: int) -> list[str]:
 
 def delete_experiment(session: Session, experiment_id: int) -> Experiment:
     """Delete a finished experiment's rows (its checkpoint and job files are the caller's
-    to remove, after the commit)."""
+    to remove, after the commit).
+
+    Refused while another, unfinished experiment will resume from one of its checkpoints;
+    finished experiments that resumed from one keep `parent_id` and lose the reference.
+    """
     from app.checkpoints.models import Checkpoint
+    from app.checkpoints.service import pinned, release
     from app.metrics.models import MetricPoint, MetricRollup
 
     exp = get(session, experiment_id, lock=True)
@@ -308,6 +348,17 @@ def delete_experiment(session: Session, experiment_id: int) -> Experiment:
         raise Conflict(
             f"experiment {experiment_id} is {exp.status.value}; stop it before deleting it"
         )
+    checkpoint_ids = list(
+        session.scalars(select(Checkpoint.id).where(Checkpoint.experiment_id == experiment_id))
+    )
+    pins = pinned(session, checkpoint_ids)
+    if pins:
+        checkpoint_id, resumer = next(iter(pins.items()))
+        raise Conflict(
+            f"experiment {resumer.id} ({resumer.status.value}) will resume from checkpoint "
+            f"{checkpoint_id} of experiment {experiment_id}; stop or delete it first"
+        )
+    release(session, checkpoint_ids)
     for model in (MetricPoint, MetricRollup, LogLine, ExperimentEvent, Checkpoint, ExperimentTag):
         session.execute(delete(model).where(model.experiment_id == experiment_id))
     session.delete(exp)
@@ -321,7 +372,9 @@ def resume(session: Session, experiment_id: int) -> Experiment:
     """A new experiment that continues from the latest checkpoint of this one."""
     from app.checkpoints.service import latest_checkpoint
 
-    source = get(session, experiment_id)
+    # Locked: a concurrent delete or retention of the source waits for this resume to commit
+    # (and then sees the new reference), so it cannot remove the checkpoint under it.
+    source = get(session, experiment_id, lock=True)
     checkpoint = latest_checkpoint(session, experiment_id)
     if checkpoint is None:
         raise Conflict(f"experiment {experiment_id} has no checkpoint to resume from")

@@ -4,15 +4,20 @@
 sessions committing there) hand messages to the event loop with `call_soon_threadsafe`, so a
 metric ingested reaches a connected client without any polling. Each subscriber has a bounded
 queue; one that falls too far behind is told so (`Lagged`) and its websocket closes, and the
-client reconnects with `since_step` to catch up from the database.
+client reconnects with `since_step` to catch up from the database. `resync` does the same on
+purpose, for subscribers that may have missed messages (the PostgreSQL feed was down).
+
+`feed` says where messages come from and whether that source is connected (/health shows it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections import defaultdict
 from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass
 from typing import Any
 
 _LAGGED = object()
@@ -32,10 +37,14 @@ class Subscription:
         if self.lagged:
             return
         if self._queue.qsize() >= self._max:
-            self.lagged = True
-            self._queue.put_nowait(_LAGGED)
+            self._lag()
             return
         self._queue.put_nowait(message)
+
+    def _lag(self) -> None:
+        if not self.lagged:
+            self.lagged = True
+            self._queue.put_nowait(_LAGGED)
 
     async def get(self) -> dict[str, Any]:
         item = await self._queue.get()
@@ -44,11 +53,36 @@ class Subscription:
         return item
 
 
+@dataclass(frozen=True)
+class FeedStatus:
+    """Where live messages come from: this process (`memory`) or PostgreSQL (`postgres`)."""
+
+    backend: str = "memory"
+    connected: bool = True
+    reconnects: int = 0
+    last_error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 class LiveHub:
     def __init__(self, max_queue: int = 10_000) -> None:
         self._max_queue = max_queue
         self._loop: asyncio.AbstractEventLoop | None = None
         self._subscribers: dict[str, set[Subscription]] = defaultdict(set)
+        self._feed_lock = threading.Lock()
+        self._feed = FeedStatus()
+
+    @property
+    def feed(self) -> FeedStatus:
+        with self._feed_lock:
+            return self._feed
+
+    def set_feed(self, status: FeedStatus) -> None:
+        """Thread-safe: the PostgreSQL listener reports its state from its own thread."""
+        with self._feed_lock:
+            self._feed = status
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -72,6 +106,21 @@ class LiveHub:
     def _deliver(self, topic: str, message: dict[str, Any]) -> None:
         for subscription in tuple(self._subscribers.get(topic, ())):
             subscription._offer(message)
+
+    def resync(self, topic: str | None = None) -> None:
+        """Make the subscribers of `topic` (all, without one) reconnect and catch up from the
+        database; thread-safe. For subscribers that may have missed messages."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(self._resync, topic)
+
+    def _resync(self, topic: str | None) -> None:
+        topics = [topic] if topic is not None else list(self._subscribers)
+        for name in topics:
+            for subscription in tuple(self._subscribers.get(name, ())):
+                subscription._lag()
 
     def subscriber_count(self, topic: str) -> int:
         return len(self._subscribers.get(topic, ()))

@@ -16,13 +16,14 @@ import json
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import psycopg
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
-from app.live.hub import LiveHub
+from app.live.hub import FeedStatus, LiveHub
 
 # (experiment_id, step_min, step_max) -> a `metrics` message with the stored points.
 MetricsLoader = Callable[[int, int, int], dict[str, Any]]
@@ -30,6 +31,7 @@ MetricsLoader = Callable[[int, int, int], dict[str, Any]]
 log = logging.getLogger(__name__)
 
 CHANNEL = "rollout_live"
+APPLICATION_NAME = "rollout-live-listener"
 MAX_PAYLOAD = 7900
 TEXT_LIMIT = 2000
 
@@ -117,17 +119,33 @@ def conninfo(engine: Engine) -> str:
 
 
 class PgListener:
-    """A thread that LISTENs on the channel and publishes what arrives to the local hub."""
+    """A thread that LISTENs on the channel and publishes what arrives to the local hub.
+
+    It never dies while the service runs: any error (the connection was lost, the database
+    restarted, a batch could not be read back) is logged and the thread reconnects with
+    exponential backoff. Messages sent while it was not listening are lost to it, so once it
+    listens again it makes every subscriber reconnect and catch up from the database (the
+    websocket's `since_step` backlog), and one whose batch could not be read does the same.
+    Its state is the hub's `feed` (shown by /health).
+    """
 
     def __init__(
-        self, dsn: str, hub: LiveHub, load_metrics: MetricsLoader, poll_s: float = 0.5
+        self,
+        dsn: str,
+        hub: LiveHub,
+        load_metrics: MetricsLoader,
+        poll_s: float = 0.5,
+        backoff_s: tuple[float, float] = (0.2, 10.0),
     ) -> None:
         self._dsn = dsn
         self._hub = hub
         self._load_metrics = load_metrics
         self._poll_s = poll_s
+        self._backoff_s = backoff_s
         self._stop = threading.Event()
         self._ready = threading.Event()
+        self._status = FeedStatus(backend="postgres", connected=False)
+        self._hub.set_feed(self._status)
         self._thread = threading.Thread(target=self._run, name="rollout-pg-listener", daemon=True)
 
     def start(self, timeout_s: float = 30.0) -> None:
@@ -139,26 +157,48 @@ class PgListener:
         self._stop.set()
         self._thread.join(timeout=10)
 
+    def _report(self, **changes: Any) -> None:
+        self._status = replace(self._status, **changes)
+        self._hub.set_feed(self._status)
+
     def _run(self) -> None:
-        backoff = 0.5
+        backoff = self._backoff_s[0]
         while not self._stop.is_set():
             try:
-                with psycopg.connect(self._dsn, autocommit=True) as conn:
-                    conn.execute(f"LISTEN {CHANNEL}")
-                    self._ready.set()
-                    backoff = 0.5
-                    while not self._stop.is_set():
-                        for note in conn.notifies(timeout=self._poll_s):
-                            self._deliver(note.payload)
-            except psycopg.Error:
-                log.exception("live listener lost its PostgreSQL connection; reconnecting")
+                self._listen()
+                backoff = self._backoff_s[0]
+            except Exception as exc:
+                # /health needs no token: it shows the error's kind, the log has the message.
+                self._report(connected=False, last_error=type(exc).__name__)
+                log.warning("live listener: %s; reconnecting in %.1fs", exc, backoff)
                 self._stop.wait(backoff)
-                backoff = min(backoff * 2, 10.0)
+                backoff = min(backoff * 2, self._backoff_s[1])
+
+    def _listen(self) -> None:
+        with psycopg.connect(
+            self._dsn, autocommit=True, application_name=APPLICATION_NAME, connect_timeout=10
+        ) as conn:
+            conn.execute(f"LISTEN {CHANNEL}")
+            if self._ready.is_set():
+                # A reconnect: what was sent meanwhile never reached us; clients catch up.
+                self._report(connected=True, reconnects=self._status.reconnects + 1)
+                log.warning("live listener: listening again; subscribers resynchronise")
+                self._hub.resync()
+            else:
+                self._report(connected=True)
+            self._ready.set()
+            while not self._stop.is_set():
+                for note in conn.notifies(timeout=self._poll_s):
+                    self._deliver(note.payload)
 
     def _deliver(self, payload: str) -> None:
         try:
             data = json.loads(payload)
             topic, message = data["t"], data["m"]
+        except (ValueError, KeyError, TypeError):
+            log.warning("ignored a malformed live message")
+            return
+        try:
             if message["type"] == "metrics_ref":
                 if not self._hub.subscriber_count(topic):
                     return
@@ -166,5 +206,6 @@ class PgListener:
                     message["experiment_id"], message["step_min"], message["step_max"]
                 )
             self._hub.publish(topic, message)
-        except (ValueError, KeyError, TypeError):
-            log.warning("ignored a malformed live message")
+        except Exception:
+            log.exception("live listener: could not deliver a message on %s; resync", topic)
+            self._hub.resync(topic)

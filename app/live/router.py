@@ -10,6 +10,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from sqlalchemy.orm import Session
 
 from app.core.auth import check_api_token, websocket_token
+from app.core.deps import read_sessionmaker
 from app.core.errors import NotFound, RolloutError
 from app.experiments import service as experiments
 from app.experiments.progress import to_public
@@ -64,7 +65,7 @@ def _backlog(session: Session, experiment_id: int, since_step: int) -> list[dict
 
 
 def _load_backlog(websocket: WebSocket, experiment_id: int, since: int) -> list[dict[str, Any]]:
-    with websocket.app.state.sessionmaker() as session:
+    with read_sessionmaker(websocket.app.state)() as session:
         return _backlog(session, experiment_id, since)
 
 

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Query
 
 from app.core.auth import JobTokenDep, require_api_token
 from app.core.deps import SessionDep
+from app.core.errors import InvalidInput
 from app.experiments import service as experiments
 from app.metrics import service
 from app.metrics.schemas import IngestResult, MetricNames, SeriesResponse
@@ -28,16 +29,25 @@ def get_metrics(
     step_min: int | None = None,
     step_max: int | None = None,
 ) -> SeriesResponse:
-    """Series keyed by env steps; longer than max_points -> min and max point per bucket."""
+    """Series keyed by env steps; longer than max_points -> min and max point per bucket.
+
+    Bounded without max_points too (MAX_POINTS_PER_SERIES per series, MAX_POINTS_PER_REQUEST
+    in all); reads run in a read-only transaction, so a long query never delays ingest."""
     experiments.get(session, experiment_id)
     wanted = [n for n in names.split(",") if n] if names else service.names(session, experiment_id)
+    if len(wanted) > service.MAX_NAMES_PER_REQUEST:
+        raise InvalidInput(
+            "too many series in one query",
+            fields=[{"field": "names", "message": f"at most {service.MAX_NAMES_PER_REQUEST}"}],
+        )
+    budget = service.point_budget(max_points, len(wanted))
     out = SeriesResponse(series={})
     for name in wanted:
         series, reduced = service.series(
             session,
             experiment_id,
             name,
-            max_points=max_points,
+            max_points=budget,
             step_min=step_min,
             step_max=step_max,
         )

@@ -21,6 +21,17 @@ from trainer.wire import MetricsRow
 
 RETURN_METRIC = "episode_return_mean"
 TIME_METRIC = "time_s"
+# Every query is bounded: a series never comes back longer than this (longer ones are min/max
+# bucketed as with max_points), nor a whole response longer than the request budget.
+MAX_POINTS_PER_SERIES = 100_000
+MAX_POINTS_PER_REQUEST = 1_000_000
+MAX_NAMES_PER_REQUEST = 1_000
+
+
+def point_budget(max_points: int | None, series_count: int) -> int:
+    """Points per series a query may return: the caller's max_points within the bounds."""
+    share = MAX_POINTS_PER_REQUEST // max(1, series_count)
+    return max(2, min(max_points or MAX_POINTS_PER_SERIES, MAX_POINTS_PER_SERIES, share))
 
 
 def flatten(rows: list[MetricsRow]) -> list[tuple[int, str, float]]:
@@ -155,7 +166,9 @@ def series(
     step_min: int | None,
     step_max: int | None,
 ) -> tuple[Series, bool]:
-    """One series in [step_min, step_max]; min/max-bucketed when longer than max_points."""
+    """One series in [step_min, step_max]; min/max-bucketed when longer than max_points
+    (or than MAX_POINTS_PER_SERIES without it)."""
+    max_points = point_budget(max_points, 1) if max_points is None else max_points
     where = [MetricPoint.experiment_id == experiment_id, MetricPoint.name == name]
     if step_min is not None:
         where.append(MetricPoint.step >= step_min)

@@ -272,7 +272,13 @@ def test_logs_tail(client, create_experiment, job_token):
 
 
 def test_health_and_cluster_without_jobs(client):
-    assert client.get("/health").json() == {"status": "ok", "database": True, "ray": None}
+    health = client.get("/health").json()
+    assert {k: health[k] for k in ("status", "database", "ray")} == {
+        "status": "ok",
+        "database": True,
+        "ray": None,
+    }
+    assert health["live"]["connected"] is True
     assert client.get("/api/v1/health").status_code == 200
     cluster = client.get("/api/v1/cluster")
     assert cluster.status_code == 503
