@@ -196,6 +196,7 @@ def downgrade(engine: Engine, revision: str) -> None:
 def import_models() -> MetaData:
     """Import every ORM module so `Base.metadata` knows all tables (Alembic, drift test)."""
     import app.checkpoints.models
+    import app.evaluations.models
     import app.experiments.models
     import app.metrics.models  # noqa: F401
 
