@@ -46,7 +46,14 @@ FORMATS: dict[str, VideoFormat] = {
         label="vp9",
         # Realtime mode at the fastest speed: ~400 frames/s for CartPole's 600x400 on one core
         # where the "good" deadline manages ~20. Constrained quality, capped at `bit_rate`.
-        options={"deadline": "realtime", "cpu-used": "8", "crf": "32", "row-mt": "1"},
+        # No lag: each frame's packet comes out at once, so the byte cap is known while adding.
+        options={
+            "deadline": "realtime",
+            "cpu-used": "8",
+            "crf": "32",
+            "row-mt": "1",
+            "lag-in-frames": "0",
+        },
         container_options={},
     ),
     ".mp4": VideoFormat(
@@ -54,7 +61,7 @@ FORMATS: dict[str, VideoFormat] = {
         container="mp4",
         media_type="video/mp4",
         label="h264",
-        options={"preset": "veryfast", "crf": "23"},
+        options={"preset": "veryfast", "tune": "zerolatency", "crf": "23"},
         # The index goes first so a browser can start playing before the whole file arrived.
         container_options={"movflags": "+faststart"},
     ),
@@ -162,8 +169,10 @@ class VideoWriter:
         self.cut = False
         self._container: Any = None
         self._stream: Any = None
-        # Stop adding frames this far below the byte cap: the muxer buffers up to 32 KiB and
-        # the encoder's flush adds its last packets.
+        self._packet_bytes = 0
+        # Stop adding frames this far below the byte cap: room for the frame being added, the
+        # encoder's last packets and the container's own bytes. (The file on disk says little
+        # while writing: the WebM muxer holds whole clusters in memory.)
         self._byte_budget = self.limits.max_bytes - max(64 * 1024, self.limits.max_bytes // 20)
 
     def add(self, frame: np.ndarray) -> bool:
@@ -174,7 +183,7 @@ class VideoWriter:
         self.source_frames += 1
         if index % self.frame_step:
             return True
-        if self.frames >= self.limits.max_frames or self._written_bytes() > self._byte_budget:
+        if self.frames >= self.limits.max_frames or self._packet_bytes > self._byte_budget:
             self.cut = True
             return False
         rgb = check_frame(frame)
@@ -204,22 +213,19 @@ class VideoWriter:
         stream = self._stream
         frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
         frame = frame.reformat(width=stream.width, height=stream.height, format="yuv420p")
-        for packet in stream.encode(frame):
-            self._container.mux(packet)
+        self._mux(stream.encode(frame))
 
-    def _written_bytes(self) -> int:
-        try:
-            return self.path.stat().st_size if self._container is not None else 0
-        except OSError:
-            return 0
+    def _mux(self, packets: Any) -> None:
+        for packet in packets:
+            self._packet_bytes += packet.size
+            self._container.mux(packet)
 
     def close(self) -> VideoInfo | None:
         """Flush the encoder and finish the file; None (and no file) without frames."""
         if self._container is None:
             self.path.unlink(missing_ok=True)
             return None
-        for packet in self._stream.encode():
-            self._container.mux(packet)
+        self._mux(self._stream.encode())
         self._container.close()
         width, height = self._stream.width, self._stream.height
         self._container = None
