@@ -223,6 +223,7 @@ class EvaluationResult:
 
 
 EpisodeCallback = Callable[[int, float, int], None]
+VideoCallback = Callable[[VideoInfo | None, str | None], None]
 
 
 def evaluate(
@@ -234,13 +235,15 @@ def evaluate(
     video: Path | None = None,
     video_limits: VideoLimits | None = None,
     on_episode: EpisodeCallback | None = None,
+    on_video: VideoCallback | None = None,
 ) -> EvaluationResult:
     """Run `episodes` fresh episodes of one env (episode k reset with `seed + k`).
 
     With `video`, the first episode is rendered (`render_mode="rgb_array"`) and encoded to that
     file (.webm or .mp4) within `video_limits`; an env that cannot render leaves a message in
     the result instead, and its returns are recorded all the same. `on_episode(index, return,
-    length)` is called after every episode.
+    length)` is called after every episode, `on_video(info, message)` as soon as the video file
+    is complete (after the first episode, before the others run).
     """
     import gymnasium as gym
 
@@ -257,6 +260,8 @@ def evaluate(
                 recording = _Recording.start(config.env_id, config.env_config, video, video_limits)
                 total, length = recording.run(policy, env, seed, deterministic)
                 info, message = recording.info, recording.message
+                if on_video is not None:
+                    on_video(info, message)
             else:
                 total, length = _run_episode(policy, env, seed + episode, deterministic)
             returns.append(total)

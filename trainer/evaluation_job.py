@@ -5,9 +5,10 @@ inputs from the environment (API URL, token, evaluation id, job dir), never the 
 1. fetch what to run and report `running`;
 2. download the checkpoint archive (as a resuming experiment does: no shared filesystem);
 3. run the episodes, posting each one's return and length as they finish (batched, at most
-   every FLUSH_S seconds); the first episode is rendered and encoded to a video on the way;
-4. upload the video, then report `succeeded` (with the reason there is no video, if any), or
-   `failed` with the error and the traceback tail.
+   every FLUSH_S seconds); the first episode is rendered and encoded to a video on the way,
+   and the video is uploaded as soon as that episode ends (it plays while the others run);
+4. report `succeeded` (with the reason there is no video, if any), or `failed` with the error
+   and the traceback tail.
 """
 
 from __future__ import annotations
@@ -240,11 +241,25 @@ def _evaluate(
 ) -> tuple[str, str | None]:
     """Run the episodes and upload the video; (reason for the final status, video message)."""
     from trainer.checkpoint import evaluate
-    from trainer.video import VideoLimits
+    from trainer.video import VideoInfo, VideoLimits
 
     video = env.job_dir / "video.webm" if spec.record_video else None
     limits = VideoLimits(max_bytes=spec.video_max_bytes, max_frames=spec.video_max_frames)
     sender = EpisodeSender(api)
+    messages: list[str] = []
+
+    def upload(info: VideoInfo | None, message: str | None) -> None:
+        """Right after the first episode: the video plays while the other episodes run."""
+        if message:
+            messages.append(message)
+        if video is None or info is None:
+            return
+        meta = {k: v for k, v in info.to_dict().items() if k != "size_bytes"}
+        try:
+            api.upload_video(video, meta)
+        except PermanentError as exc:
+            messages.append(f"the video could not be stored: {exc}")
+
     result = evaluate(
         archive,
         spec.episodes,
@@ -253,15 +268,10 @@ def _evaluate(
         video=video,
         video_limits=limits,
         on_episode=sender.add,
+        on_video=upload,
     )
     sender.flush()
-    message = result.video_message
-    if video is not None and result.video is not None:
-        meta = {k: v for k, v in result.video.to_dict().items() if k != "size_bytes"}
-        try:
-            api.upload_video(video, meta)
-        except PermanentError as exc:
-            message = f"the video could not be stored: {exc}"
+    message = messages[-1] if messages else None
     reason = f"{spec.episodes} episodes, return {result.mean:.2f} ± {result.std:.2f}"
     if not math.isfinite(result.mean):
         reason = f"{spec.episodes} episodes"

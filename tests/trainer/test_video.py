@@ -140,8 +140,21 @@ def test_evaluate_records_the_first_episode_and_the_same_returns(
     checkpoint: Path, tmp_path: Path
 ) -> None:
     seen: list[tuple[int, float, int]] = []
+    videos: list[tuple[int, object, object, bool]] = []
+
+    def on_video(info: object, message: object) -> None:  # before any episode is reported
+        videos.append((len(seen), info, message, probe(video)["frames"] > 0))
+
     video = tmp_path / "first.webm"
-    result = evaluate(checkpoint, 4, seed=11, video=video, on_episode=lambda *a: seen.append(a))
+    result = evaluate(
+        checkpoint,
+        4,
+        seed=11,
+        video=video,
+        on_episode=lambda *a: seen.append(a),
+        on_video=on_video,
+    )
+    assert videos == [(0, result.video, None, True)]  # complete after the first episode
     plain = evaluate(checkpoint, 4, seed=11)
     assert result.returns == plain.returns and result.lengths == plain.lengths
     assert seen == list(zip(range(4), result.returns, result.lengths, strict=True))
