@@ -88,6 +88,7 @@ export class EvaluationsPanel {
         .finally(() => (submit.disabled = false));
     };
     this.form.hidden = false;
+    this.form.scrollIntoView({ block: "nearest" });
     episodes.focus();
   }
 
