@@ -25,6 +25,8 @@ from app.core import system
 from app.core.config import Settings
 from app.core.db import PROJECT_ROOT, SessionMaker, make_engine, make_sessionmaker, migrate
 from app.core.errors import NotFound, install_error_handlers
+from app.evaluations.router import job_router as evaluations_jobs
+from app.evaluations.router import router as evaluations
 from app.experiments.router import job_router as experiments_jobs
 from app.experiments.router import router as experiments
 from app.live.hub import LiveHub
@@ -94,6 +96,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         experiments_jobs,
         metrics_jobs,
         checkpoints_jobs,
+        evaluations,
+        evaluations_jobs,
         live,
         system.api_router,
     ):

@@ -3,7 +3,7 @@
     rollout train [--config FILE] [--env ID] [--set key=value ...] [--stop-return R]
                   [--stop-steps N] [--stop-seconds S] [--seed S] --out DIR
     rollout train --resume CHECKPOINT [--set ...] [--stop-...] --out DIR
-    rollout evaluate CHECKPOINT --episodes N [--seed S] [--stochastic]
+    rollout evaluate CHECKPOINT --episodes N [--seed S] [--stochastic] [--video out.webm|out.mp4]
 
 Exit codes: 0 a stop criterion was met, 2 invalid config or arguments, 130 interrupted by
 Ctrl-C (a final checkpoint is saved first), 1 anything else.
@@ -98,6 +98,9 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--seed", type=int, default=0)
     evaluate.add_argument(
         "--stochastic", action="store_true", help="sample actions instead of the mode"
+    )
+    evaluate.add_argument(
+        "--video", type=Path, help="record the first episode to this .webm (VP9) or .mp4 (H.264)"
     )
     return parser
 
@@ -286,14 +289,38 @@ def _finite(metrics: dict[str, float]) -> dict[str, float | None]:
 # --- evaluate --------------------------------------------------------------------------------
 def _evaluate(args: argparse.Namespace) -> int:
     from trainer.checkpoint import evaluate
+    from trainer.video import video_format
 
     if args.episodes < 1:
         raise ConfigError("--episodes must be at least 1")
+    if args.video is not None:
+        try:
+            video_format(args.video)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     try:
-        mean, std = evaluate(
-            args.checkpoint, args.episodes, seed=args.seed, deterministic=not args.stochastic
+        result = evaluate(
+            args.checkpoint,
+            args.episodes,
+            seed=args.seed,
+            deterministic=not args.stochastic,
+            video=args.video,
         )
     except (FileNotFoundError, ValueError) as exc:
         raise ConfigError(str(exc)) from None
-    print(json.dumps({"episodes": args.episodes, "return_mean": mean, "return_std": std}))
+    report: dict[str, Any] = {
+        "episodes": args.episodes,
+        "return_mean": result.mean,
+        "return_std": result.std,
+        "returns": result.returns,
+        "lengths": result.lengths,
+    }
+    if args.video is not None:
+        report["video"] = result.video.to_dict() if result.video else None
+        if result.video_message:
+            report["video_message"] = result.video_message
+            print(f"warning: no video: {result.video_message}", file=sys.stderr)
+        else:
+            print(f"video: {args.video}", file=sys.stderr)
+    print(json.dumps(report))
     return EXIT_OK

@@ -58,3 +58,58 @@ class CheckpointMeta(_Wire):
     iteration: int = Field(ge=0)
     env_steps: int = Field(ge=0)
     episode_return_mean: float | None = None
+
+
+# --- evaluation jobs: `{api_url}/api/v1/jobs/evaluations/{evaluation_id}/...` -----------------
+
+ENV_EVALUATION_ID = "ROLLOUT_EVALUATION_ID"
+
+
+class EvaluationSpec(_Wire):
+    """What an evaluation job runs (GET .../jobs/evaluations/{id})."""
+
+    evaluation_id: int
+    experiment_id: int
+    checkpoint_id: int
+    episodes: int = Field(ge=1)
+    seed: int = Field(ge=0)
+    deterministic: bool
+    record_video: bool
+    video_max_bytes: int = Field(gt=0)
+    video_max_frames: int = Field(gt=0)
+
+
+class EpisodeResult(_Wire):
+    index: int = Field(ge=0, description="0-based; episode k was reset with seed + k.")
+    episode_return: float = Field(allow_inf_nan=False)
+    length: int = Field(ge=0)
+
+
+class EpisodeResults(_Wire):
+    """Finished episodes; idempotent per index (a retried batch replaces the same rows)."""
+
+    episodes: list[EpisodeResult] = Field(min_length=1, max_length=1000)
+
+
+class EvaluationStatusReport(_Wire):
+    status: Literal["running", "succeeded", "failed"]
+    reason: str = Field(default="", max_length=2000)
+    error: str | None = Field(default=None, max_length=20_000)
+    log_tail: str | None = Field(default=None, max_length=200_000)
+    video_message: str | None = Field(
+        default=None, max_length=2000, description="Why no video was recorded."
+    )
+
+
+class VideoMeta(_Wire):
+    """Sent as query parameters with a video upload (the body is the file)."""
+
+    codec: str = Field(max_length=32)
+    media_type: Literal["video/webm", "video/mp4"]
+    frames: int = Field(ge=1)
+    fps: float = Field(gt=0, allow_inf_nan=False)
+    width: int = Field(ge=2)
+    height: int = Field(ge=2)
+    source_frames: int = Field(ge=1, description="Frames the episode rendered.")
+    frame_step: int = Field(ge=1, description="Every frame_step-th rendered frame was kept.")
+    cut: bool = Field(description="The video ends before the episode did (size cap).")

@@ -271,6 +271,7 @@ def _run_alembic(engine: Engine, fn: Callable[[Any, str], None], revision: str) 
 def import_models() -> MetaData:
     """Import every ORM module so `Base.metadata` knows all tables (Alembic, drift test)."""
     import app.checkpoints.models
+    import app.evaluations.models
     import app.experiments.models
     import app.metrics.models  # noqa: F401
 

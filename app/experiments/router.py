@@ -14,6 +14,7 @@ from app.checkpoints.storage import remove_experiment_dir
 from app.core.auth import JobTokenDep, require_api_token
 from app.core.db import SessionMaker, run_in_transaction
 from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
+from app.evaluations.files import remove_experiment_files as remove_evaluation_videos
 from app.experiments import service
 from app.experiments.lifecycle import ExperimentStatus
 from app.experiments.models import Experiment
@@ -135,6 +136,7 @@ def delete_experiment(
     session.commit()
     remove_experiment_dir(settings.checkpoints_dir, experiment_id)
     shutil.rmtree(job_dir(settings, experiment_id), ignore_errors=True)
+    remove_evaluation_videos(settings, experiment_id)  # the rows went with the experiment's
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

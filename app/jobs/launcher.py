@@ -14,7 +14,7 @@ import os
 import secrets
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,6 +70,10 @@ class JobRequest:
     token: str
     api_url: str
     job_dir: Path
+    # What the job runs (`python -m <module>`) and what else it finds in its environment:
+    # evaluations run trainer.evaluation_job with their evaluation id.
+    entrypoint_module: str = "trainer.job"
+    extra_env: dict[str, str] = field(default_factory=dict)
 
 
 def new_submission_id(experiment_id: int) -> str:
@@ -151,13 +155,14 @@ class RayJobLauncher:
             "RAY_JOB_STOP_WAIT_TIME_S": str(int(self.stop_grace_s)),
             "PYTHONUNBUFFERED": "1",
         }
+        env_vars |= request.extra_env
         return {"env_vars": env_vars}
 
     async def submit(self, submission_id: str, request: JobRequest) -> str:
         """Start the experiment's job; returns the Ray submission id."""
         need = request.resources
         kwargs: dict[str, Any] = {
-            "entrypoint": f"{sys.executable} -m trainer.job",
+            "entrypoint": f"{sys.executable} -m {request.entrypoint_module}",
             "submission_id": submission_id,
             "runtime_env": self.runtime_env(request),
             "entrypoint_num_cpus": need.driver_cpus,

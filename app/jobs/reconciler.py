@@ -8,7 +8,9 @@ One tick:
    the tail of the job log; a `stopping` experiment whose job outlives the grace period is
    marked stopped anyway;
 3. queued experiments start in order while their whole resource budget (driver + actors) fits
-   the cluster's free CPUs/GPUs and the concurrency cap allows.
+   the cluster's free CPUs/GPUs and the concurrency cap allows. Evaluations (app/evaluations/
+   scheduling.py, checked in the same tick) wait in the same FIFO queue, oldest first across
+   both kinds; they take CPUs but no experiment slot.
 
 The database is the only state that matters (several API processes, restarts): the in-memory
 bits here (when a stop was sent) only throttle repeated calls. Every change goes through the
@@ -30,6 +32,7 @@ from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.db import SessionMaker, run_in_transaction, utcnow
+from app.evaluations.scheduling import EvaluationQueue, EvaluationScheduler, oldest_first
 from app.experiments import service
 from app.experiments.lifecycle import ExperimentStatus
 from app.experiments.models import Experiment
@@ -61,6 +64,7 @@ class Snapshot:
     resources: ExperimentResources
     ray_job_id: str | None
     started_at: dt.datetime | None
+    created_at: dt.datetime
 
 
 def snapshots(session: Session) -> list[Snapshot]:
@@ -75,6 +79,7 @@ def snapshots(session: Session) -> list[Snapshot]:
             resources=ExperimentResources.of(PPOConfig.model_validate(e.config)),
             ray_job_id=e.ray_job_id,
             started_at=e.started_at,
+            created_at=e.created_at,
         )
         for e in rows
     ]
@@ -134,6 +139,7 @@ class Reconciler:
         self._wake = asyncio.Event()
         self._stops_sent: dict[int, tuple[float, float]] = {}  # id -> (first, last) monotonic
         self._last_error = ""
+        self.evaluations = EvaluationScheduler(settings, sessionmaker, launcher, self.wake)
 
     def wake(self) -> None:
         self._wake.set()
@@ -170,9 +176,10 @@ class Reconciler:
             jobs = await asyncio.gather(*(self._job_of(s) for s in active))
             for snap, job in zip(active, jobs, strict=True):
                 await self._check(snap, job)
+        evaluations = await self.evaluations.tick()
         queued = [s for s in snaps if s.status in (S.pending, S.queued)]
-        if queued:
-            await self._launch_fitting(queued, active)
+        if queued or evaluations.queued:
+            await self._launch_fitting(queued, active, evaluations)
 
     # --- running jobs ---------------------------------------------------------------------------
     async def _job_of(self, snap: Snapshot) -> RayJob:
@@ -244,16 +251,30 @@ class Reconciler:
         self.wake()
 
     # --- the queue ------------------------------------------------------------------------------
-    async def _launch_fitting(self, queued: list[Snapshot], active: list[Snapshot]) -> None:
+    async def _launch_fitting(
+        self, queued: list[Snapshot], active: list[Snapshot], evaluations: EvaluationQueue
+    ) -> None:
         cluster = await self.launcher.cluster_resources()
         if cluster is None:
             return  # Ray has not reported its resources yet
         free_cpus, free_gpus = cluster.free(
-            sum(s.resources.cpus for s in active), sum(s.resources.gpus for s in active)
+            sum(s.resources.cpus for s in active) + evaluations.reserved_cpus,
+            sum(s.resources.gpus for s in active) + evaluations.reserved_gpus,
         )
         slots = self.settings.max_concurrent_experiments - len(active)
-        for snap in queued:  # oldest first; a big experiment is not overtaken by small ones
+        # Oldest first across experiments and evaluations; big work is not overtaken by small.
+        for snap in oldest_first(queued, evaluations.queued):
             need = snap.resources
+            if not isinstance(snap, Snapshot):  # an evaluation
+                if not cluster.can_ever_fit(need):
+                    await self.evaluations.fail_unfit(snap, cluster)
+                    continue
+                if not fits(need, free_cpus, free_gpus):
+                    return
+                if await self.evaluations.launch(snap):
+                    free_cpus -= need.cpus
+                    free_gpus -= need.gpus
+                continue
             if not cluster.can_ever_fit(need):
                 error = (
                     f"the experiment needs {need.describe()} but the whole Ray cluster has "

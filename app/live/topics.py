@@ -9,6 +9,8 @@ Every message is a JSON object with a `type`:
                 ExperimentPublic)
 - `checkpoint`: {"type", "experiment_id", "checkpoint": CheckpointPublic}
 - `log`:        {"type", "experiment_id", "lines": [..]}
+- `evaluation`: {"type", "experiment_id", "evaluation_id", "evaluation": EvaluationPublic | null}
+                (null: the evaluation was deleted)
 - `experiment`: {"type", "experiment": ExperimentPublic} (list page: status / progress changes)
 - `deleted`:    {"type", "experiment_id"} (list page)
 """

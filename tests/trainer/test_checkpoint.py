@@ -95,10 +95,11 @@ def test_policy_uses_trained_weights_and_frozen_filter(trained: tuple[PPO, Path]
 def test_evaluate_from_archive(trained: tuple[PPO, Path], tmp_path: Path) -> None:
     _, path = trained
     archive = pack(path, tmp_path / "ckpt.tar.gz")
-    mean, std = evaluate(archive, episodes=3, seed=5)
+    result = evaluate(archive, episodes=3, seed=5)
     again = evaluate(path, episodes=3, seed=5)
-    assert (mean, std) == again  # deterministic policy, seeded resets
-    assert 1.0 <= mean <= 500.0 and std >= 0.0
+    assert result.returns == again.returns  # deterministic policy, seeded resets
+    assert result.lengths == [int(r) for r in result.returns]  # CartPole: +1 per step
+    assert 1.0 <= result.mean <= 500.0 and result.std >= 0.0
 
 
 def _fake_save(manager: CheckpointManager, iteration: int, ret: float, tmp: Path) -> Path:

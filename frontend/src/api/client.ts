@@ -3,6 +3,9 @@
 import type {
   Checkpoint,
   ErrorBody,
+  Evaluation,
+  EvaluationDetail,
+  EvaluationRequest,
   Experiment,
   ExperimentEvent,
   ExperimentPage,
@@ -110,6 +113,11 @@ export const api = {
         step_max: stepMax === undefined ? undefined : Math.ceil(stepMax),
       })}`,
     ),
+  evaluate: (id: number, body: EvaluationRequest) =>
+    request<EvaluationDetail>("POST", `/experiments/${id}/evaluations`, body),
+  evaluations: (id: number) => request<Evaluation[]>("GET", `/experiments/${id}/evaluations`),
+  evaluation: (eid: number) => request<EvaluationDetail>("GET", `/evaluations/${eid}`),
+  deleteEvaluation: (eid: number) => request<void>("DELETE", `/evaluations/${eid}`),
 };
 
 export function checkpointDownloadUrl(id: number, cid: number | "best" | "latest"): string {

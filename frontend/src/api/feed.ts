@@ -7,7 +7,7 @@
 import { MetricStore } from "../data/metricStore";
 import { LiveStream, type SocketFactory } from "./stream";
 import { api, wsUrl } from "./client";
-import type { Checkpoint, Experiment, StatusMessage, StreamMessage } from "./types";
+import type { Checkpoint, Evaluation, Experiment, StatusMessage, StreamMessage } from "./types";
 
 export interface FeedHandlers {
   onMetrics?: (changed: string[]) => void;
@@ -19,6 +19,8 @@ export interface FeedHandlers {
   /** `replace`: these are the recent lines the server sends after each (re)connect. */
   onLog?: (lines: string[], replace: boolean) => void;
   onState?: (online: boolean) => void;
+  /** An evaluation of this experiment changed (null: deleted). */
+  onEvaluation?: (id: number, evaluation: Evaluation | null) => void;
 }
 
 /** Points per series the first history load asks for (the server min/max-downsamples). */
@@ -85,6 +87,9 @@ export class ExperimentFeed {
         break;
       case "log":
         this.handlers.onLog?.(m.lines, backlogLog);
+        break;
+      case "evaluation":
+        this.handlers.onEvaluation?.(m.evaluation_id, m.evaluation);
         break;
       case "deleted":
         break;

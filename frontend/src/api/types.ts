@@ -137,6 +137,76 @@ export interface ExperimentMessage {
   experiment: Experiment;
 }
 
+/** An evaluation's first episode as a video (service: WebM/VP9). */
+export interface EvaluationVideo {
+  url: string;
+  codec: string;
+  media_type: string;
+  size_bytes: number;
+  frames: number;
+  fps: number;
+  width: number;
+  height: number;
+  duration_s: number;
+  source_frames: number;
+  frame_step: number;
+  subsampled: boolean;
+  cut: boolean;
+}
+
+export type EvaluationStatus = "pending" | "queued" | "running" | "succeeded" | "failed";
+
+/** An evaluation of one checkpoint (lists and live messages carry no per-episode values). */
+export interface Evaluation {
+  id: number;
+  experiment_id: number;
+  checkpoint: string;
+  checkpoint_id: number;
+  checkpoint_iteration: number;
+  checkpoint_env_steps: number;
+  episodes: number;
+  seed: number;
+  deterministic: boolean;
+  record_video: boolean;
+  status: EvaluationStatus;
+  reason: string;
+  error: string | null;
+  created_at: string;
+  started_at: string | null;
+  job_started_at: string | null;
+  finished_at: string | null;
+  ray_job_id: string | null;
+  episodes_done: number;
+  return_mean: number | null;
+  return_std: number | null;
+  return_min: number | null;
+  return_max: number | null;
+  video: EvaluationVideo | null;
+  video_message: string | null;
+}
+
+export interface EvaluationDetail extends Evaluation {
+  returns: number[];
+  lengths: number[];
+  log_tail: string | null;
+}
+
+export interface EvaluationRequest {
+  checkpoint: number | "best" | "latest";
+  episodes: number;
+  seed: number;
+  deterministic: boolean;
+  record_video: boolean;
+}
+
+/** An evaluation of the streamed experiment changed; `evaluation` is null once deleted. */
+export interface EvaluationMessage {
+  type: "evaluation";
+  experiment_id: number;
+  evaluation_id: number;
+  evaluation: Evaluation | null;
+}
+
 export interface DeletedMessage {
   type: "deleted";
   experiment_id: number;
@@ -148,4 +218,5 @@ export type StreamMessage =
   | CheckpointMessage
   | LogMessage
   | ExperimentMessage
-  | DeletedMessage;
+  | DeletedMessage
+  | EvaluationMessage;

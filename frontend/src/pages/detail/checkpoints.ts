@@ -15,6 +15,7 @@ export class CheckpointsPanel {
   constructor(
     private readonly experimentId: number,
     private readonly onError: (e: unknown) => void,
+    private readonly onEvaluate?: (c: Checkpoint) => void,
   ) {
     this.root = el(
       "section",
@@ -27,7 +28,7 @@ export class CheckpointsPanel {
         el(
           "table",
           { class: "checkpoints" },
-          el("thead", {}, el("tr", {}, ["Iteration", "Env steps", "Return", "Size", "Saved", "", ""].map((h) => el("th", {}, h)))),
+          el("thead", {}, el("tr", {}, ["Iteration", "Env steps", "Return", "Size", "Saved", "", "", ""].map((h) => el("th", {}, h)))),
           this.body,
         ),
       ),
@@ -66,6 +67,7 @@ export class CheckpointsPanel {
           el("td", { title: fmtTime(c.created_at) }, fmtClock(c.created_at)),
           el("td", {}, marks),
           el("td", {}, this.link(c.id, "Download", "btn small")),
+          el("td", {}, this.onEvaluate ? el("button", { type: "button", class: "btn small secondary", "data-action": "evaluate", title: "Run this checkpoint for some episodes and record a video", onclick: () => this.onEvaluate?.(c) }, "Evaluate") : null),
         ),
       );
     }

@@ -14,6 +14,7 @@ import { allMetricNames } from "../chartDefs";
 import { renderActions, setResumable } from "./actions";
 import { ChartsPanel } from "./charts";
 import { CheckpointsPanel } from "./checkpoints";
+import { EvaluationsPanel } from "./evaluations";
 import { LogView } from "./logView";
 import { metaLine, renderFailure, renderStats, renderTimeline } from "./sections";
 
@@ -42,7 +43,8 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
     notice.textContent = e instanceof ApiError ? e.message : String(e);
   }
 
-  const checkpoints = new CheckpointsPanel(id, showNotice);
+  const evaluations = new EvaluationsPanel(id, showNotice);
+  const checkpoints = new CheckpointsPanel(id, showNotice, (c) => evaluations.openForm(c));
   const key = {};
   trackStream(key, null);
   const feed = new ExperimentFeed(id, allMetricNames(), {
@@ -54,7 +56,11 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
     onStatus: () => void refreshExperiment(),
     onCheckpoint: () => void refreshCheckpoints(),
     onLog: (lines, replace) => log.add(lines, replace),
-    onState: (online) => trackStream(key, online),
+    onState: (online) => {
+      trackStream(key, online);
+      if (online) evaluations.refresh().catch(showNotice); // catch up on what a drop missed
+    },
+    onEvaluation: (eid, e) => evaluations.onMessage(eid, e),
   });
   const charts = new ChartsPanel(feed, showNotice);
 
@@ -66,6 +72,7 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
       failure,
       charts.root,
       el("div", { class: "two-col" }, el("section", { class: "panel" }, el("h2", {}, "Status timeline"), timeline), checkpoints.root),
+      evaluations.root,
       el("section", { class: "panel" }, el("h2", {}, "Log"), log.root),
       el("section", { class: "panel" }, el("details", {}, el("summary", {}, "Config"), configPre)),
     ),
@@ -159,5 +166,6 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
     feed.close();
     untrackStream(key);
     charts.destroy();
+    evaluations.close();
   };
 }

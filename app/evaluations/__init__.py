@@ -1,0 +1,1 @@
+"""evaluations domain: run a checkpoint for N episodes as a small Ray job, with a video."""

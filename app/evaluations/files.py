@@ -1,0 +1,68 @@
+"""Evaluation files under the data dir: videos, and the job dir of an evaluation job.
+
+    <data dir>/evaluations/<experiment id>/<evaluation id>.webm
+    <data dir>/jobs/evaluations/<evaluation id>/          (the job's scratch space)
+
+Removed with the evaluation, and with its experiment.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from app.core.config import Settings
+from app.core.errors import InvalidInput
+
+# The cap a job's encoder aims under (trainer.video.VideoLimits) and the upload limit.
+VIDEO_MAX_BYTES = 2_000_000
+VIDEO_MAX_FRAMES = 1000
+SUFFIXES = {"video/webm": ".webm", "video/mp4": ".mp4"}
+
+
+def experiment_videos_dir(settings: Settings, experiment_id: int) -> Path:
+    return settings.data_dir / "evaluations" / str(experiment_id)
+
+
+def video_relative_path(experiment_id: int, evaluation_id: int, media_type: str) -> Path:
+    return Path("evaluations") / str(experiment_id) / f"{evaluation_id}{SUFFIXES[media_type]}"
+
+
+def job_dir(settings: Settings, evaluation_id: int) -> Path:
+    return (settings.data_dir / "jobs" / "evaluations" / str(evaluation_id)).resolve()
+
+
+async def receive_video(chunks: AsyncIterator[bytes], target: Path) -> int:
+    """Stream an upload to `target` (replaced atomically); over VIDEO_MAX_BYTES is a 422."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=".upload-", suffix=".part")
+    tmp = Path(tmp_name)
+    size = 0
+    try:
+        with os.fdopen(fd, "wb") as out:
+            async for chunk in chunks:
+                size += len(chunk)
+                if size > VIDEO_MAX_BYTES:
+                    raise InvalidInput(f"the video is larger than {VIDEO_MAX_BYTES} bytes")
+                out.write(chunk)
+        if size == 0:
+            raise InvalidInput("the video upload is empty")
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return size
+
+
+def remove_evaluation_files(settings: Settings, evaluation_id: int, video_path: str | None) -> None:
+    if video_path:
+        (settings.data_dir / video_path).unlink(missing_ok=True)
+    shutil.rmtree(job_dir(settings, evaluation_id), ignore_errors=True)
+
+
+def remove_experiment_files(settings: Settings, experiment_id: int) -> None:
+    """Every video of the experiment's evaluations (called when the experiment is deleted)."""
+    shutil.rmtree(experiment_videos_dir(settings, experiment_id), ignore_errors=True)

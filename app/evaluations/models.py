@@ -1,0 +1,99 @@
+"""ORM rows of the evaluations domain: an evaluation of one checkpoint and its episodes.
+
+    pending ──► queued ──► running ──► succeeded | failed
+       │           │
+       └───────────┴──► failed   (launch errors, does not fit the cluster)
+
+An evaluation has no `stopping`/`stopped`: deleting one stops its job.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Boolean, Double, Enum, ForeignKey, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.core.db import Base, UTCDateTime, utcnow
+
+
+class EvaluationStatus(enum.StrEnum):
+    pending = "pending"
+    queued = "queued"
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+
+    @property
+    def is_finished(self) -> bool:
+        return self in (EvaluationStatus.succeeded, EvaluationStatus.failed)
+
+
+E = EvaluationStatus
+ALLOWED: dict[EvaluationStatus, frozenset[EvaluationStatus]] = {
+    E.pending: frozenset({E.queued, E.running, E.failed}),
+    E.queued: frozenset({E.running, E.failed}),
+    E.running: frozenset({E.succeeded, E.failed}),
+    E.succeeded: frozenset(),
+    E.failed: frozenset(),
+}
+
+
+class Evaluation(Base):
+    __tablename__ = "evaluations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    experiment_id: Mapped[int] = mapped_column(
+        ForeignKey("experiments.id", ondelete="CASCADE"), index=True
+    )
+    # No foreign key: retention may delete the checkpoint; the evaluation keeps what it was.
+    checkpoint_id: Mapped[int] = mapped_column(Integer)
+    checkpoint_ref: Mapped[str] = mapped_column(String(32))  # as asked: best, latest or an id
+    checkpoint_iteration: Mapped[int] = mapped_column(Integer)
+    checkpoint_env_steps: Mapped[int] = mapped_column(BigInteger)
+    episodes: Mapped[int] = mapped_column(Integer)
+    seed: Mapped[int] = mapped_column(BigInteger)
+    deterministic: Mapped[bool] = mapped_column(Boolean)
+    record_video: Mapped[bool] = mapped_column(Boolean)
+    status: Mapped[EvaluationStatus] = mapped_column(
+        Enum(
+            EvaluationStatus,
+            native_enum=False,
+            create_constraint=False,
+            length=16,
+            values_callable=lambda e: [m.value for m in e],
+        ),
+        index=True,
+    )
+    reason: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)  # submitted to Ray
+    job_started_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)  # the job called in
+    finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    ray_job_id: Mapped[str | None] = mapped_column(String(128))
+    job_token_hash: Mapped[str | None] = mapped_column(String(64))
+    error: Mapped[str | None] = mapped_column(Text)
+    log_tail: Mapped[str | None] = mapped_column(Text)
+    # Kept current by every episode upload (SQLite has no stddev aggregate).
+    episodes_done: Mapped[int] = mapped_column(Integer, default=0)
+    return_mean: Mapped[float | None] = mapped_column(Double)
+    return_std: Mapped[float | None] = mapped_column(Double)
+    return_min: Mapped[float | None] = mapped_column(Double)
+    return_max: Mapped[float | None] = mapped_column(Double)
+    video: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # trainer.wire.VideoMeta + size
+    video_path: Mapped[str | None] = mapped_column(String(500))  # relative to the data dir
+    video_message: Mapped[str | None] = mapped_column(Text)  # why there is no video
+
+
+class EvaluationEpisode(Base):
+    __tablename__ = "evaluation_episodes"
+
+    evaluation_id: Mapped[int] = mapped_column(
+        ForeignKey("evaluations.id", ondelete="CASCADE"), primary_key=True
+    )
+    index: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    episode_return: Mapped[float] = mapped_column(Double)
+    length: Mapped[int] = mapped_column(Integer)

@@ -1,0 +1,260 @@
+"""Evaluation jobs on Ray, driven by the reconciler's tick.
+
+The reconciler calls `EvaluationScheduler.tick()` once per tick: new evaluations join the
+queue, and every running one is compared with its Ray job (a job that ended without reporting,
+or that Ray no longer knows, fails its evaluation with Ray's message and the log tail). The
+queued ones come back to the reconciler, which launches experiments and evaluations from ONE
+FIFO queue (oldest first, `oldest_first`) under the same fit rules: an evaluation needs
+`EVALUATION_RESOURCES` (a 1-CPU driver, no actors) and is never overtaken by, nor overtakes,
+an experiment that does not fit yet.
+
+Each evaluation runs as `python -m trainer.evaluation_job` with its own job token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import secrets
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from app.core.config import Settings
+from app.core.db import SessionMaker, run_in_transaction, utcnow
+from app.core.errors import NotFound
+from app.evaluations import files, service
+from app.evaluations.models import Evaluation, EvaluationStatus
+from app.jobs.launcher import JobRequest, RayJob, RayJobLauncher, RayJobState, RayUnavailable
+from app.jobs.resources import ClusterResources, ExperimentResources
+from trainer.wire import ENV_EVALUATION_ID
+
+log = logging.getLogger(__name__)
+E = EvaluationStatus
+WAITING = (E.pending, E.queued)
+ENTRYPOINT_MODULE = "trainer.evaluation_job"
+# The job runs its episodes in its driver process: one whole CPU, nothing else.
+EVALUATION_RESOURCES = ExperimentResources(
+    driver_cpus=1.0, driver_gpus=0.0, actor_cpus=0.0, actor_gpus=0.0
+)
+# A job submitted by another API process may not exist yet for a moment after its claim.
+MISSING_GRACE_S = 30.0
+
+
+@dataclass(frozen=True)
+class EvaluationSnapshot:
+    """What one tick needs to know about an unfinished evaluation."""
+
+    id: int
+    experiment_id: int
+    status: EvaluationStatus
+    ray_job_id: str | None
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    resources: ExperimentResources = EVALUATION_RESOURCES
+
+
+@dataclass(frozen=True)
+class EvaluationQueue:
+    active: list[EvaluationSnapshot]
+    queued: list[EvaluationSnapshot]
+
+    @property
+    def reserved_cpus(self) -> float:
+        return sum(s.resources.cpus for s in self.active)
+
+    @property
+    def reserved_gpus(self) -> float:
+        return sum(s.resources.gpus for s in self.active)
+
+
+class Queued(Protocol):
+    id: int
+    created_at: dt.datetime
+
+
+def oldest_first(*queues: Iterable[Any]) -> list[Any]:
+    """One FIFO over several kinds of queued work: by creation time, then kind, then id."""
+    entries = [
+        (item.created_at, kind, item.id, item) for kind, q in enumerate(queues) for item in q
+    ]
+    return [item for *_, item in sorted(entries, key=lambda e: e[:3])]
+
+
+def snapshots(session: Session) -> list[EvaluationSnapshot]:
+    rows = session.scalars(
+        select(Evaluation)
+        .where(Evaluation.status.in_((E.pending, E.queued, E.running)))
+        .order_by(Evaluation.id)
+    )
+    return [
+        EvaluationSnapshot(
+            id=e.id,
+            experiment_id=e.experiment_id,
+            status=e.status,
+            ray_job_id=e.ray_job_id,
+            created_at=e.created_at,
+            started_at=e.started_at,
+        )
+        for e in rows
+    ]
+
+
+def _claim(session: Session, evaluation_id: int, submission_id: str) -> bool:
+    """Compare-and-set our Ray job id on a waiting evaluation (atomic on every backend)."""
+    result = session.execute(
+        update(Evaluation)
+        .where(
+            Evaluation.id == evaluation_id,
+            Evaluation.status.in_(WAITING),
+            Evaluation.ray_job_id.is_(None),
+        )
+        .values(ray_job_id=submission_id, updated_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    return result.rowcount == 1
+
+
+def new_submission_id(evaluation_id: int) -> str:
+    return f"rollout-eval{evaluation_id}-{secrets.token_hex(4)}"
+
+
+class EvaluationScheduler:
+    """The evaluation side of the reconciler (one per API process)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        sessionmaker: SessionMaker,
+        launcher: RayJobLauncher,
+        wake: Callable[[], None],
+    ) -> None:
+        self.settings = settings
+        self.sessionmaker = sessionmaker
+        self.launcher = launcher
+        self.wake = wake
+
+    async def tick(self) -> EvaluationQueue:
+        """Queue new evaluations, settle ended jobs; returns what runs and what waits."""
+        snaps = await self._db(snapshots)
+        for snap in snaps:
+            if snap.status == E.pending:
+                await self._db(
+                    _settle, snap.id, (E.pending,), E.queued, "waiting for cluster resources"
+                )
+        active = [s for s in snaps if s.status == E.running]
+        if active:
+            jobs = await asyncio.gather(*(self._job_of(s) for s in active))
+            for snap, job in zip(active, jobs, strict=True):
+                await self._check(snap, job)
+        return EvaluationQueue(active=active, queued=[s for s in snaps if s.status in WAITING])
+
+    async def _job_of(self, snap: EvaluationSnapshot) -> RayJob:
+        if snap.ray_job_id is None:
+            return RayJob(RayJobState.MISSING, "no Ray job was recorded for this evaluation")
+        return await self.launcher.job(snap.ray_job_id)
+
+    async def _check(self, snap: EvaluationSnapshot, job: RayJob) -> None:
+        if job.state == RayJobState.MISSING:
+            if _age_s(snap.started_at) >= MISSING_GRACE_S:
+                await self._db(_settle, snap.id, (E.running,), E.failed, job.message, job.message)
+            return
+        if not job.state.is_terminal:
+            return
+        assert snap.ray_job_id is not None
+        tail = await self.launcher.log_tail(snap.ray_job_id)
+        if job.state == RayJobState.SUCCEEDED:
+            reason = f"Ray job {snap.ray_job_id} ended without reporting a final status"
+        elif job.state == RayJobState.STOPPED:
+            reason = f"Ray job {snap.ray_job_id} was stopped"
+        else:
+            reason = f"Ray job {snap.ray_job_id} failed"
+        error = job.message or reason
+        await self._db(_settle, snap.id, (E.running,), E.failed, reason, error, tail or None)
+
+    async def launch(self, snap: EvaluationSnapshot) -> bool:
+        """Claim, issue the job token, mark running and submit; False if not launched."""
+        submission_id = new_submission_id(snap.id)
+        reason = f"submitted as Ray job {submission_id} ({snap.resources.describe()})"
+
+        def claim(session: Session) -> str | None:
+            if not _claim(session, snap.id, submission_id):
+                return None  # deleted meanwhile, or claimed by another API process
+            token = service.issue_job_token(session, snap.id)
+            service.transition(session, snap.id, E.running, reason)
+            return token
+
+        token = await self._db(claim)
+        if token is None:
+            return False
+        request = JobRequest(
+            experiment_id=snap.experiment_id,
+            resources=snap.resources,
+            token=token,
+            api_url=self.settings.api_url,
+            job_dir=files.job_dir(self.settings, snap.id),
+            entrypoint_module=ENTRYPOINT_MODULE,
+            extra_env={ENV_EVALUATION_ID: str(snap.id)},
+        )
+        try:
+            await self.launcher.submit(submission_id, request)
+        except Exception as exc:
+            log.warning("submit of evaluation %s failed: %s", snap.id, exc)
+            error = f"could not submit the Ray job: {type(exc).__name__}: {exc}"
+            await self._db(_settle, snap.id, (E.running,), E.failed, "launch failed", error)
+            return False
+        log.info("evaluation %s: %s", snap.id, reason)
+        return True
+
+    async def fail_unfit(self, snap: EvaluationSnapshot, cluster: ClusterResources) -> None:
+        error = (
+            f"the evaluation needs {snap.resources.describe()} but the whole Ray cluster has "
+            f"{cluster.total_cpus:g} CPU and {cluster.total_gpus:g} GPU"
+        )
+        await self._db(_settle, snap.id, WAITING, E.failed, "does not fit", error)
+
+    async def stop(self, ray_job_id: str) -> None:
+        """Stop a deleted evaluation's job (best effort: without its row, it fails anyway)."""
+        try:
+            await self.launcher.stop(ray_job_id)
+        except RayUnavailable as exc:
+            log.warning("stop of %s failed: %s", ray_job_id, exc)
+
+    async def _db(self, fn, *args):  # type: ignore[no-untyped-def]
+        return await asyncio.to_thread(run_in_transaction, self.sessionmaker, fn, *args)
+
+
+def _settle(
+    session: Session,
+    evaluation_id: int,
+    expected: tuple[EvaluationStatus, ...],
+    to: EvaluationStatus,
+    reason: str,
+    error: str | None = None,
+    log_tail: str | None = None,
+) -> bool:
+    """Transition only if still in `expected` (the job's own report wins; a deleted
+    evaluation is left alone)."""
+    try:
+        changed = service.transition(
+            session, evaluation_id, to, reason, error=error, log_tail=log_tail, expected=expected
+        )
+    except NotFound:
+        return False
+    return changed is not None
+
+
+def _age_s(since: dt.datetime | None) -> float:
+    if since is None:
+        return float("inf")
+    return (utcnow() - since).total_seconds()
+
+
+def scheduler_of(jobs: Any) -> EvaluationScheduler | None:
+    """The evaluation scheduler of the jobs runtime (None when jobs are disabled)."""
+    reconciler = getattr(jobs, "reconciler", None) if jobs is not None else None
+    return getattr(reconciler, "evaluations", None)

@@ -1,0 +1,348 @@
+"""Evaluations: create, query, lifecycle, job tokens, episode results, videos, delete.
+
+Every function takes a session (its caller owns the transaction) and raises domain errors.
+Each change is published to the experiment's live topic as an `evaluation` message (the
+summary, without per-episode values, so it fits a PostgreSQL NOTIFY) once the transaction
+commits.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from app.checkpoints import service as checkpoints
+from app.core.auth import hash_token, new_token, token_matches
+from app.core.db import publish_after_commit, utcnow
+from app.core.errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotFound
+from app.evaluations.models import ALLOWED, Evaluation, EvaluationEpisode, EvaluationStatus
+from app.evaluations.schemas import (
+    EvaluationCreate,
+    EvaluationDetail,
+    EvaluationPublic,
+    VideoPublic,
+)
+from app.experiments import service as experiments
+from app.live.topics import experiment_topic
+from trainer.wire import EpisodeResult, VideoMeta
+
+E = EvaluationStatus
+API_PREFIX = "/api/v1"
+
+
+# --- queries ----------------------------------------------------------------------------------
+
+
+def get(session: Session, evaluation_id: int, *, lock: bool = False) -> Evaluation:
+    stmt = select(Evaluation).where(Evaluation.id == evaluation_id)
+    if lock:
+        stmt = stmt.with_for_update()
+    evaluation = session.scalars(stmt).one_or_none()
+    if evaluation is None:
+        raise NotFound(f"evaluation {evaluation_id} does not exist")
+    return evaluation
+
+
+def list_for_experiment(session: Session, experiment_id: int) -> list[Evaluation]:
+    """Newest first."""
+    experiments.get(session, experiment_id)
+    stmt = (
+        select(Evaluation)
+        .where(Evaluation.experiment_id == experiment_id)
+        .order_by(Evaluation.id.desc())
+    )
+    return list(session.scalars(stmt))
+
+
+def episode_rows(session: Session, evaluation_id: int) -> list[EvaluationEpisode]:
+    stmt = (
+        select(EvaluationEpisode)
+        .where(EvaluationEpisode.evaluation_id == evaluation_id)
+        .order_by(EvaluationEpisode.index)
+    )
+    return list(session.scalars(stmt))
+
+
+# --- create / lifecycle -----------------------------------------------------------------------
+
+
+def create(session: Session, experiment_id: int, data: EvaluationCreate) -> Evaluation:
+    """A pending evaluation of one checkpoint of the experiment.
+
+    404: no such experiment; 409: it has no checkpoint yet; 422 (field `checkpoint`): it has
+    no checkpoint with that id.
+    """
+    experiments.get(session, experiment_id)
+    ref = str(data.checkpoint)
+    if not checkpoints.all_checkpoints(session, experiment_id):
+        raise Conflict(f"experiment {experiment_id} has no checkpoint to evaluate yet")
+    try:
+        checkpoint = checkpoints.resolve(session, experiment_id, ref)
+    except NotFound:
+        message = f"experiment {experiment_id} has no checkpoint {ref}"
+        raise InvalidInput(
+            "unknown checkpoint", fields=[{"field": "checkpoint", "message": message}]
+        ) from None
+    evaluation = Evaluation(
+        experiment_id=experiment_id,
+        checkpoint_id=checkpoint.id,
+        checkpoint_ref=ref,
+        checkpoint_iteration=checkpoint.iteration,
+        checkpoint_env_steps=checkpoint.env_steps,
+        episodes=data.episodes,
+        seed=data.seed,
+        deterministic=data.deterministic,
+        record_video=data.record_video,
+        status=E.pending,
+        reason="created",
+        episodes_done=0,
+    )
+    session.add(evaluation)
+    session.flush()
+    announce(session, evaluation)
+    return evaluation
+
+
+def transition(
+    session: Session,
+    evaluation_id: int,
+    to: EvaluationStatus | str,
+    reason: str,
+    *,
+    error: str | None = None,
+    log_tail: str | None = None,
+    expected: tuple[EvaluationStatus, ...] | None = None,
+) -> Evaluation | None:
+    """Move an evaluation to `to` and publish it; the same status again changes nothing.
+
+    With `expected`, nothing happens (None) unless the evaluation is in one of those statuses:
+    how the scheduler avoids overwriting what the job reported meanwhile.
+    """
+    target = EvaluationStatus(to)
+    evaluation = get(session, evaluation_id, lock=True)
+    if expected is not None and evaluation.status not in expected:
+        return None
+    if evaluation.status == target:
+        return evaluation
+    if target not in ALLOWED[evaluation.status]:
+        raise IllegalTransition(
+            f"evaluation {evaluation_id} cannot go from {evaluation.status.value} to {target.value}"
+        )
+    now = utcnow()
+    evaluation.status = target
+    evaluation.reason = reason
+    evaluation.updated_at = now
+    if target == E.running and evaluation.started_at is None:
+        evaluation.started_at = now
+    if target.is_finished:
+        evaluation.finished_at = now
+    if error is not None:
+        evaluation.error = error
+    if log_tail is not None:
+        evaluation.log_tail = log_tail
+    announce(session, evaluation)
+    return evaluation
+
+
+def announce(session: Session, evaluation: Evaluation, *, deleted: bool = False) -> None:
+    """Tell the experiment page about the evaluation (after commit)."""
+    publish_after_commit(
+        session,
+        experiment_topic(evaluation.experiment_id),
+        {
+            "type": "evaluation",
+            "experiment_id": evaluation.experiment_id,
+            "evaluation_id": evaluation.id,
+            "evaluation": None if deleted else to_public(evaluation).model_dump(mode="json"),
+        },
+    )
+
+
+# --- job tokens (one place, so the delivery mechanism can change without touching callers) ----
+
+
+def issue_job_token(session: Session, evaluation_id: int) -> str:
+    """A fresh token for the evaluation's job; only its hash is kept."""
+    evaluation = get(session, evaluation_id, lock=True)
+    token = new_token()
+    evaluation.job_token_hash = hash_token(token)
+    return token
+
+
+def authorize_job(
+    session: Session, evaluation_id: int, token: str, *, finished_ok: bool = False
+) -> Evaluation:
+    """The evaluation, if `token` is its job token and it has not ended (Forbidden otherwise)."""
+    evaluation = get(session, evaluation_id)
+    if not token_matches(token, evaluation.job_token_hash):
+        raise Forbidden(f"this token may not write to evaluation {evaluation_id}")
+    if evaluation.status.is_finished and not finished_ok:
+        raise Forbidden(f"evaluation {evaluation_id} has ended ({evaluation.status.value})")
+    return evaluation
+
+
+def report_status(
+    session: Session,
+    evaluation: Evaluation,
+    status: str,
+    reason: str,
+    *,
+    error: str | None = None,
+    log_tail: str | None = None,
+    video_message: str | None = None,
+) -> Evaluation:
+    """The job's own report: `running` records when it started; a final status ends it."""
+    if video_message is not None:
+        evaluation.video_message = video_message
+    if status == E.running and evaluation.job_started_at is None:
+        evaluation.job_started_at = utcnow()
+        if evaluation.status == E.running:
+            announce(session, evaluation)
+    if status == E.succeeded and evaluation.episodes_done < evaluation.episodes:
+        raise Conflict(
+            f"evaluation {evaluation.id} has {evaluation.episodes_done} of "
+            f"{evaluation.episodes} episodes; it cannot succeed yet"
+        )
+    result = transition(session, evaluation.id, status, reason, error=error, log_tail=log_tail)
+    assert result is not None
+    return result
+
+
+# --- results ------------------------------------------------------------------------------------
+
+
+def record_episodes(session: Session, evaluation: Evaluation, results: list[EpisodeResult]) -> int:
+    """Store finished episodes (idempotent per index) and refresh the summary statistics."""
+    indices = sorted({r.index for r in results})
+    if indices[-1] >= evaluation.episodes:
+        raise InvalidInput(
+            "episode index out of range",
+            fields=[
+                {
+                    "field": "episodes.index",
+                    "message": f"must be below the evaluation's {evaluation.episodes} episodes",
+                }
+            ],
+        )
+    session.execute(
+        delete(EvaluationEpisode).where(
+            EvaluationEpisode.evaluation_id == evaluation.id,
+            EvaluationEpisode.index.in_(indices),
+        )
+    )
+    latest = {r.index: r for r in results}  # a repeated index in one batch: the last wins
+    session.add_all(
+        EvaluationEpisode(
+            evaluation_id=evaluation.id,
+            index=r.index,
+            episode_return=r.episode_return,
+            length=r.length,
+        )
+        for r in latest.values()
+    )
+    session.flush()
+    returns = [row.episode_return for row in episode_rows(session, evaluation.id)]
+    evaluation.episodes_done = len(returns)
+    evaluation.return_mean = statistics.fmean(returns)
+    evaluation.return_std = statistics.pstdev(returns)  # numpy's default, as `rollout evaluate`
+    evaluation.return_min = min(returns)
+    evaluation.return_max = max(returns)
+    evaluation.updated_at = utcnow()
+    announce(session, evaluation)
+    return len(latest)
+
+
+def set_video(
+    session: Session, evaluation: Evaluation, meta: VideoMeta, relative_path: Path, size: int
+) -> Evaluation:
+    evaluation.video = {**meta.model_dump(mode="json"), "size_bytes": size}
+    evaluation.video_path = str(relative_path)
+    evaluation.video_message = None
+    evaluation.updated_at = utcnow()
+    announce(session, evaluation)
+    return evaluation
+
+
+def delete_evaluation(session: Session, evaluation_id: int) -> Evaluation:
+    """Delete the rows; the caller stops the job (if it runs) and removes files after commit."""
+    evaluation = get(session, evaluation_id, lock=True)
+    session.execute(
+        delete(EvaluationEpisode).where(EvaluationEpisode.evaluation_id == evaluation_id)
+    )
+    session.delete(evaluation)
+    announce(session, evaluation, deleted=True)
+    return evaluation
+
+
+# --- wire -----------------------------------------------------------------------------------------
+
+
+def video_public(evaluation: Evaluation) -> VideoPublic | None:
+    info: dict[str, Any] | None = evaluation.video
+    if not info or not evaluation.video_path:
+        return None
+    frames, fps = int(info["frames"]), float(info["fps"])
+    return VideoPublic(
+        url=f"{API_PREFIX}/evaluations/{evaluation.id}/video",
+        codec=info["codec"],
+        media_type=info["media_type"],
+        size_bytes=int(info["size_bytes"]),
+        frames=frames,
+        fps=fps,
+        width=int(info["width"]),
+        height=int(info["height"]),
+        duration_s=frames / fps if fps > 0 else 0.0,
+        source_frames=int(info["source_frames"]),
+        frame_step=int(info["frame_step"]),
+        subsampled=int(info["frame_step"]) > 1,
+        cut=bool(info["cut"]),
+    )
+
+
+def to_public(evaluation: Evaluation) -> EvaluationPublic:
+    return EvaluationPublic(
+        id=evaluation.id,
+        experiment_id=evaluation.experiment_id,
+        checkpoint=evaluation.checkpoint_ref,
+        checkpoint_id=evaluation.checkpoint_id,
+        checkpoint_iteration=evaluation.checkpoint_iteration,
+        checkpoint_env_steps=evaluation.checkpoint_env_steps,
+        episodes=evaluation.episodes,
+        seed=evaluation.seed,
+        deterministic=evaluation.deterministic,
+        record_video=evaluation.record_video,
+        status=evaluation.status,
+        reason=evaluation.reason,
+        error=evaluation.error,
+        created_at=evaluation.created_at,
+        started_at=evaluation.started_at,
+        job_started_at=evaluation.job_started_at,
+        finished_at=evaluation.finished_at,
+        ray_job_id=evaluation.ray_job_id,
+        episodes_done=evaluation.episodes_done,
+        return_mean=_finite(evaluation.return_mean),
+        return_std=_finite(evaluation.return_std),
+        return_min=_finite(evaluation.return_min),
+        return_max=_finite(evaluation.return_max),
+        video=video_public(evaluation),
+        video_message=evaluation.video_message,
+    )
+
+
+def to_detail(session: Session, evaluation: Evaluation) -> EvaluationDetail:
+    rows = episode_rows(session, evaluation.id)
+    return EvaluationDetail(
+        **to_public(evaluation).model_dump(),
+        returns=[r.episode_return for r in rows],
+        lengths=[r.length for r in rows],
+        log_tail=evaluation.log_tail,
+    )
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
