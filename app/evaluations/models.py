@@ -17,6 +17,7 @@ from sqlalchemy import JSON, BigInteger, Boolean, Double, Enum, ForeignKey, Inte
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base, UTCDateTime, utcnow
+from app.experiments.models import NEVER_REUSE_IDS
 
 
 class EvaluationStatus(enum.StrEnum):
@@ -43,6 +44,7 @@ ALLOWED: dict[EvaluationStatus, frozenset[EvaluationStatus]] = {
 
 class Evaluation(Base):
     __tablename__ = "evaluations"
+    __table_args__ = NEVER_REUSE_IDS
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     experiment_id: Mapped[int] = mapped_column(

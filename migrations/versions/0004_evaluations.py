@@ -1,7 +1,7 @@
 """evaluations
 
-Revision ID: 0005
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 Create Date: 2026-12-01 10:00:00.000000
 """
 
@@ -12,8 +12,8 @@ from alembic import op
 
 from app.core.db import UTCDateTime
 
-revision: str = "0005"
-down_revision: str | None = "0002"
+revision: str = "0004"
+down_revision: str | None = "0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
@@ -70,6 +70,7 @@ def upgrade() -> None:
             ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_evaluations")),
+        sqlite_autoincrement=True,
     )
     with op.batch_alter_table("evaluations", schema=None) as batch_op:
         batch_op.create_index(
