@@ -159,7 +159,8 @@ CLASSIC_CONTROL_CONTINUOUS = Preset(
             source=f"{ZOO}: Pendulum-v1",
             note=(
                 "rl-zoo explores with gSDE (use_sde, sde_sample_freq 4), which PPOConfig lacks; "
-                "the plain Gaussian policy reached rl-zoo's score in its budget (docs/trainer.md)"
+                "the plain Gaussian policy comes close to rl-zoo's score in its budget "
+                "(docs/trainer.md)"
             ),
         ),
     },
