@@ -1,7 +1,7 @@
 """Atari on one machine: time-to-18 / time-to-20 on Pong (optionally Breakout) with Rollout's
 default settings for the env, against the bare vector env's speed and a CleanRL-style PPO.
 
-    python benchmarks/atari.py [--game Pong] [--seconds 330] [--contenders rollout,cleanrl]
+    python benchmarks/atari.py [--game Pong] [--seconds 330] [--contenders rollout[,cleanrl]]
         [--bare-seconds 15] [--results benchmarks/results/atari] [--docs docs/benchmarks.md]
 
 Per game it (1) measures the bare AtariVectorEnv (random actions, the sub-env count, env
@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--game", action="append", help="Pong (default); repeat for Breakout")
     parser.add_argument("--seconds", type=float, default=330.0, help="budget per run")
-    parser.add_argument("--contenders", default="rollout,cleanrl")
+    parser.add_argument("--contenders", default="rollout", help="rollout,cleanrl for both")
     parser.add_argument("--bare-seconds", type=float, default=15.0)
     parser.add_argument("--results", type=Path, default=REPO / "benchmarks/results/atari")
     parser.add_argument("--docs", type=Path, default=REPO / "docs/benchmarks.md")
