@@ -35,6 +35,7 @@ from app.live.router import router as live
 from app.metrics.router import job_router as metrics_jobs
 from app.metrics.router import router as metrics
 from app.metrics.service import metrics_message_between
+from app.presets.router import router as presets
 
 API_PREFIX = "/api/v1"
 
@@ -93,6 +94,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         experiments,
         metrics,
         checkpoints,
+        presets,
         experiments_jobs,
         metrics_jobs,
         checkpoints_jobs,

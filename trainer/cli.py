@@ -5,6 +5,10 @@
     rollout train --resume CHECKPOINT [--set ...] [--stop-...] --out DIR
     rollout evaluate CHECKPOINT --episodes N [--seed S] [--stochastic] [--video out.webm|out.mp4]
 
+The config is resolved first (PPOConfig defaults < the env family's preset < the file and the
+flags, trainer/resolve.py); the resolved config is printed, with the preset and the fields it
+set, and saved as OUT/config.json.
+
 Exit codes: 0 a stop criterion was met, 2 invalid config or arguments, 130 interrupted by
 Ctrl-C (a final checkpoint is saved first), 1 anything else.
 """
@@ -26,6 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from trainer.config import PPOConfig
+from trainer.resolve import Resolution, resolve_config
 
 
 def _process_start() -> float:
@@ -106,8 +111,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 # --- config ----------------------------------------------------------------------------------
-def build_config(base: dict[str, Any], args: argparse.Namespace) -> PPOConfig:
-    """Overlay the command-line overrides on `base` and validate the result."""
+def build_config(base: dict[str, Any], args: argparse.Namespace) -> Resolution:
+    """Overlay the command-line overrides on `base`; resolve its preset and validate."""
     data = json.loads(json.dumps(base))  # deep copy
     if getattr(args, "env", None):
         data["env_id"] = args.env
@@ -130,13 +135,27 @@ def build_config(base: dict[str, Any], args: argparse.Namespace) -> PPOConfig:
             value = raw
         _set_dotted(data, key.strip(), value)
     try:
-        return PPOConfig.model_validate(data)
+        return resolve_config(data)
     except ValidationError as exc:
         lines = [
             f"  {'.'.join(str(p) for p in err['loc']) or '(config)'}: {err['msg']}"
             for err in exc.errors()
         ]
         raise ConfigError("invalid config:\n" + "\n".join(lines)) from None
+
+
+def describe_resolution(resolution: Resolution, saved_to: Path) -> str:
+    """The preset line, the fields it set with their values, then the whole resolved config."""
+    config = resolution.config.to_json_dict()
+    lines = [resolution.summary()]
+    for path in resolution.fields:
+        value: Any = config
+        for part in path.split("."):
+            value = value[part]
+        lines.append(f"  {path} = {json.dumps(value)}")
+    lines.append(f"resolved config (saved to {saved_to}):")
+    lines.append(json.dumps(config, indent=2))
+    return "\n".join(lines)
 
 
 def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
@@ -190,15 +209,17 @@ def _train(args: argparse.Namespace) -> int:
             saved, _ = load(args.resume)
         except (FileNotFoundError, ValueError) as exc:
             raise ConfigError(str(exc)) from None
-        config = build_config(saved.to_json_dict(), args)
+        resolution = build_config(saved.to_json_dict(), args)
     else:
         base = _read_config_file(args.config) if args.config else {}
-        config = build_config(base, args)
+        resolution = build_config(base, args)
+    config = resolution.config
     _check_env(config)
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(config.to_json_dict(), indent=2))
+    print(describe_resolution(resolution, out / "config.json"), flush=True)
     if args.resume is not None:
         algo = PPO.from_checkpoint(args.resume, config, start_time=PROCESS_START)
     else:
@@ -324,3 +345,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             print(f"video: {args.video}", file=sys.stderr)
     print(json.dumps(report))
     return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -75,15 +75,42 @@ class StopConfig(_Frozen):
         return self
 
 
+# Names of the presets in trainer/presets.py (a test keeps the two in step), plus "auto" (pick
+# the preset from env_id) and "none" (PPOConfig's own defaults). Kept here so the API can
+# validate the field without importing the preset tables.
+PresetName = Literal[
+    "auto",
+    "none",
+    "classic_control",
+    "classic_control_continuous",
+    "box2d",
+    "mujoco",
+    "atari",
+]
+
+
 class PPOConfig(_Frozen):
     """Everything one PPO experiment needs. Field names follow RLlib where they came from it."""
 
     # --- environment -------------------------------------------------------------------------
     env_id: str = Field(
-        default="CartPole-v1", min_length=1, description="gymnasium environment id."
+        default="CartPole-v1",
+        min_length=1,
+        description=(
+            "gymnasium environment id: 'ALE/<Game>-v5' for Atari (ale-py), 'module:EnvId' to "
+            "import a module that registers the env first."
+        ),
     )
     env_config: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments passed to gymnasium.make."
+    )
+    preset: PresetName = Field(
+        default="auto",
+        description=(
+            "Settings per env family (rl-zoo / CleanRL tables, see docs/trainer.md): 'auto' picks "
+            "one from env_id, 'none' keeps these defaults. Fields you set win over the preset; "
+            "the stored config names the preset that was applied."
+        ),
     )
     seed: int = Field(default=0, ge=0, description="Seed for envs, torch and sampling.")
 
@@ -176,6 +203,22 @@ class PPOConfig(_Frozen):
     )
     frame_stack: int = Field(
         default=1, ge=1, le=16, description="Stack this many observations (connector)."
+    )
+    # --- learning rewards (env-to-learner connectors; episode returns always stay raw) --------
+    clip_rewards: float | None = Field(
+        default=None,
+        gt=0.0,
+        description=(
+            "Clip each learning reward to [-c, c] (Atari: 1, Mnih et al. 2015); null: off. "
+            "Episode returns stay the game's score."
+        ),
+    )
+    normalize_rewards: bool = Field(
+        default=False,
+        description=(
+            "Scale learning rewards by the running std of the discounted return, per sub-env "
+            "(SB3 VecNormalize norm_reward); episode returns stay raw."
+        ),
     )
     model: ModelConfig = Field(default_factory=ModelConfig)
 

@@ -10,6 +10,10 @@ env runs in NEXT_STEP autoreset mode (see envs.py): the step that ends an episod
 true final observation s_T, and the following step of that slot is an "autoreset step" that
 returns the new episode's first observation and ignores the action. Autoreset steps are marked
 in `reset_buf` and are neither transitions nor counted env steps.
+
+Rewards: chunks carry the learning rewards (the env-to-learner connectors: clipping,
+normalisation); episode returns are summed from the env's raw rewards, so they stay the game's
+score. The connector state of both pipelines travels as one dict (names are unique).
 """
 
 from __future__ import annotations
@@ -26,8 +30,8 @@ import torch
 
 from trainer import distributions
 from trainer.config import PPOConfig
-from trainer.connectors import build_env_to_module, build_module_to_env
-from trainer.envs import make_vector_env, runner_seed
+from trainer.connectors import build_env_to_learner, build_env_to_module, build_module_to_env
+from trainer.envs import env_threads, make_vector_env, observation_space, runner_seed
 from trainer.episode import EpisodeChunk
 from trainer.module import PPOModule
 
@@ -56,7 +60,8 @@ class _Buffers:
     actions: np.ndarray  # [K, N, *action] as sampled
     logp: np.ndarray  # [K, N]
     dist_inputs: np.ndarray  # [K, N, D]
-    rewards: np.ndarray  # [K, N]
+    rewards: np.ndarray  # [K, N] learning rewards (env-to-learner output)
+    raw_rewards: np.ndarray  # [K, N] the env's rewards (episode returns)
     terminated: np.ndarray  # [K, N] bool
     truncated: np.ndarray  # [K, N] bool
     reset: np.ndarray  # [K, N] bool: step k was an autoreset step for that slot
@@ -70,6 +75,7 @@ class _Buffers:
             logp=np.empty((k, n), np.float32),
             dist_inputs=np.empty((k, n, d), np.float32),
             rewards=np.empty((k, n), np.float32),
+            raw_rewards=np.empty((k, n), np.float64),
             terminated=np.empty((k, n), bool),
             truncated=np.empty((k, n), bool),
             reset=np.empty((k, n), bool),
@@ -104,10 +110,16 @@ class EnvRunner:
         if seed_torch:  # own process: own torch RNG for action sampling
             torch.manual_seed(self._seed)
         self.num_envs = config.num_envs_per_env_runner
-        self.env = make_vector_env(config.env_id, self.num_envs, config.env_config)
-        obs_space = self.env.single_observation_space
+        threads = env_threads(
+            config.num_cpus_per_env_runner, config.torch_num_threads, in_actor=worker_index > 0
+        )
+        self.env = make_vector_env(
+            config.env_id, self.num_envs, config.env_config, num_threads=threads
+        )
+        obs_space = observation_space(self.env)  # image layout declared by the env family
         self.action_space = self.env.single_action_space
         self.env_to_module = build_env_to_module(config, obs_space, self.num_envs)
+        self.env_to_learner = build_env_to_learner(config, self.num_envs)
         self.module_to_env = build_module_to_env(self.action_space)
         self.module = PPOModule(
             self.env_to_module.output_space, self.action_space, config.model, inference_only=True
@@ -136,9 +148,11 @@ class EnvRunner:
         connector_state: dict[str, Any] | None = None,
     ) -> bool:
         """Load policy weights unless they are older than what this runner has. Connector state
-        (merged observation-filter stats) is applied whenever given. Returns True if loaded."""
+        (merged observation / reward filter stats) is applied whenever given. Returns True if
+        loaded."""
         if connector_state is not None:
             self.env_to_module.set_state(connector_state)
+            self.env_to_learner.set_state(connector_state)
         if version <= self.weights_version:
             return False
         self.module.load_inference_state_dict(weights)
@@ -146,7 +160,7 @@ class EnvRunner:
         return True
 
     def get_connector_state(self) -> dict[str, Any]:
-        return self.env_to_module.get_state()
+        return {**self.env_to_module.get_state(), **self.env_to_learner.get_state()}
 
     def ping(self) -> int:
         return self.worker_index
@@ -178,12 +192,14 @@ class EnvRunner:
             raw, rewards, terminated, truncated, _ = self.env.step(self.module_to_env(actions_np))
             t2 = time.perf_counter()
             is_reset = self._pending_reset
+            done = terminated | truncated
             buf.reset[k] = is_reset
-            buf.rewards[k] = rewards
+            buf.raw_rewards[k] = rewards
+            buf.rewards[k] = self.env_to_learner(rewards, done, ~is_reset)
             buf.terminated[k] = terminated
             buf.truncated[k] = truncated
             buf.obs[k + 1] = self.env_to_module(raw, is_reset)
-            self._pending_reset = terminated | truncated
+            self._pending_reset = done
             steps += n - int(is_reset.sum())
             k += 1
             time_inf += t1 - t0
@@ -199,7 +215,10 @@ class EnvRunner:
             time_env_s=time_env,
             time_inference_s=time_inf,
             time_total_s=time.perf_counter() - t_start,
-            connector_delta=self.env_to_module.pop_deltas(),
+            connector_delta={
+                **self.env_to_module.pop_deltas(),
+                **self.env_to_learner.pop_deltas(),
+            },
             worker_index=self.worker_index,
         )
 
@@ -226,13 +245,12 @@ class EnvRunner:
 
     def _chunk(self, buf: _Buffers, slot: int, start: int, stop: int, done: bool) -> EpisodeChunk:
         """Steps [start, stop) of one slot; obs rows [start, stop] (obs[T] = s_T or the cut)."""
-        rewards = buf.rewards[start:stop, slot].copy()
         chunk = EpisodeChunk(
             id=self._ep_ids[slot],
             t_started=int(self._ep_t[slot]),
             obs=buf.obs[start : stop + 1, slot].copy(),
             actions=buf.actions[start:stop, slot].copy(),
-            rewards=rewards,
+            rewards=buf.rewards[start:stop, slot].copy(),
             logp=buf.logp[start:stop, slot].copy(),
             dist_inputs=buf.dist_inputs[start:stop, slot].copy(),
             terminated=done and bool(buf.terminated[stop - 1, slot]),
@@ -240,7 +258,7 @@ class EnvRunner:
             weights_version=self.weights_version,
         )
         self._ep_t[slot] += stop - start
-        self._ep_return[slot] += float(rewards.sum(dtype=np.float64))
+        self._ep_return[slot] += float(buf.raw_rewards[start:stop, slot].sum())
         return chunk
 
     def stop(self) -> None:

@@ -1,4 +1,14 @@
-"""Vector environment creation for EnvRunners.
+"""Vector environment creation for EnvRunners, one function per env family.
+
+- gymnasium envs (classic control, Box2D, MuJoCo, users' own `module:EnvId`): the env's native
+  vector env when it has one, else a SyncVectorEnv.
+- Atari (`ALE/<Game>-v5`): ale-py's threaded C++ AtariVectorEnv, which does the standard
+  preprocessing itself (84x84 grey, max-pool over the last two frames, frame skip 4, a stack of
+  4 frames as [4, 84, 84], up to 30 no-op starts, FIRE on reset). ale-py registers its ids on
+  import; an `ALE/` id imports it when needed, so no `ale_py:` prefix is required.
+
+Image observations get a declared layout (trainer/layout.py): the family knows it, the module
+must not guess it from the shape.
 
 Every runner steps a gymnasium vector env in NEXT_STEP autoreset mode, chosen deliberately:
 it is gymnasium 1.x's default, the only mode the fast numpy-vectorised envs (CartPole's
@@ -11,6 +21,7 @@ EnvRunner records that step as a reset, not as a transition (gymnasium's autores
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 import gymnasium as gym
@@ -18,11 +29,35 @@ import numpy as np
 from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode
 
+from trainer.layout import METADATA_KEY, declare
+from trainer.resolve import env_name, family_of
+
 SUPPORTED_ACTIONS = (gym.spaces.Discrete, gym.spaces.Box)
+ALE_NAMESPACE = "ALE"
 
 
-def make_vector_env(env_id: str, num_envs: int, env_config: dict[str, Any]) -> gym.vector.VectorEnv:
-    """Build `num_envs` copies of `env_id`, natively vectorised when gymnasium offers it.
+def make_vector_env(
+    env_id: str, num_envs: int, env_config: dict[str, Any], *, num_threads: int = 1
+) -> gym.vector.VectorEnv:
+    """Build `num_envs` copies of `env_id` in NEXT_STEP autoreset mode, checked.
+
+    `num_threads` is how many cores the env may use (families that step sub-envs in threads:
+    Atari); `env_config["num_threads"]` overrides it.
+    """
+    if family_of(env_id) == "atari":
+        env = make_atari(env_id, num_envs, env_config, num_threads)
+    else:
+        env = make_gymnasium(env_id, num_envs, env_config)
+    mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+    if mode != AutoresetMode.NEXT_STEP:
+        env.close()
+        raise ValueError(f"{env_id}: vector env uses autoreset mode {mode}, need NEXT_STEP")
+    check_spaces(env_id, env.single_observation_space, env.single_action_space)
+    return env
+
+
+def make_gymnasium(env_id: str, num_envs: int, env_config: dict[str, Any]) -> gym.vector.VectorEnv:
+    """gymnasium envs, natively vectorised when gymnasium offers it.
 
     A native vector env (one numpy array op per step for all sub-envs) is ~2x faster than
     SyncVectorEnv for CartPole; anything else gets a SyncVectorEnv (same process, no pickling).
@@ -40,12 +75,56 @@ def make_vector_env(env_id: str, num_envs: int, env_config: dict[str, Any]) -> g
             vector_kwargs={"autoreset_mode": AutoresetMode.NEXT_STEP},
             **env_config,
         )
-    mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
-    if mode != AutoresetMode.NEXT_STEP:
-        env.close()
-        raise ValueError(f"{env_id}: vector env uses autoreset mode {mode}, need NEXT_STEP")
-    check_spaces(env_id, env.single_observation_space, env.single_action_space)
     return env
+
+
+def make_atari(
+    env_id: str, num_envs: int, env_config: dict[str, Any], num_threads: int
+) -> gym.vector.VectorEnv:
+    """ale-py's AtariVectorEnv: `num_envs` games stepped by a pool of C++ threads.
+
+    Rewards come out unclipped (`reward_clipping=False`: episode returns are the game's score;
+    clipping for learning is the `clip_rewards` connector). Observations are uint8 [4, 84, 84]
+    frame stacks, declared channels first.
+    """
+    find_spec(env_id)  # registers the ALE ids, with a clear error when ale-py is missing
+    kwargs: dict[str, Any] = {"num_threads": num_threads, **env_config}
+    if kwargs.get("reward_clipping"):
+        raise ValueError(
+            f"{env_id}: env_config reward_clipping would make episode returns clipped; "
+            "set clip_rewards (learning rewards only) instead"
+        )
+    if kwargs.get("batch_size", 0) not in (0, num_envs):
+        raise ValueError(f"{env_id}: env_config batch_size (ale-py's async mode) is not supported")
+    kwargs["reward_clipping"] = False
+    env = gym.make_vec(
+        env_name(env_id), num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs
+    )
+    # ale-py writes into the class-level VectorEnv.metadata; give this env its own dict.
+    env.metadata = {**env.metadata, METADATA_KEY: "channels_first"}
+    return env
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity mask, as a container's CPU set)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def env_threads(num_cpus_per_env_runner: float, torch_num_threads: int, in_actor: bool) -> int:
+    """Threads an EnvRunner's vector env may use: a Ray actor owns the CPUs Ray reserved for it;
+    in serial mode the process's cores minus those torch computes on."""
+    if in_actor:
+        return max(1, int(num_cpus_per_env_runner))
+    return max(1, usable_cores() - torch_num_threads)
+
+
+def observation_space(env: gym.vector.VectorEnv) -> gym.spaces.Box:
+    """The single-env observation space, with its image layout declared by the env (metadata
+    key "observation_layout"), else gymnasium's [H, W, C] convention."""
+    return declare(env.single_observation_space, env.metadata.get(METADATA_KEY))
 
 
 def find_spec(env_id: str) -> EnvSpec:
@@ -57,6 +136,8 @@ def find_spec(env_id: str) -> EnvSpec:
     """
     module, sep, name = env_id.partition(":")
     if not sep:
+        if env_id.startswith(f"{ALE_NAMESPACE}/"):
+            _register_ale(env_id)
         return gym.spec(env_id)
     if not module or not name:
         raise ValueError(f"env id {env_id!r}: expected 'module:EnvId'")
@@ -71,6 +152,14 @@ def find_spec(env_id: str) -> EnvSpec:
         return gym.spec(name)
     except gym.error.Error as exc:
         raise ValueError(f"module {module!r} does not register env {name!r}: {exc}") from None
+
+
+def _register_ale(env_id: str) -> None:
+    """ale-py registers every `ALE/<Game>-v5` id when imported (done lazily: it loads ROMs)."""
+    try:
+        importlib.import_module("ale_py")
+    except ImportError as exc:
+        raise ValueError(f"{env_id} needs ale-py (pip install ale-py): {exc}") from None
 
 
 def check_spaces(env_id: str, observation_space: gym.Space, action_space: gym.Space) -> None:
@@ -89,10 +178,10 @@ def check_spaces(env_id: str, observation_space: gym.Space, action_space: gym.Sp
 
 
 def env_spaces(env_id: str, env_config: dict[str, Any]) -> tuple[gym.spaces.Box, gym.spaces.Space]:
-    """Single-env observation and action spaces, from one throwaway sub-env."""
+    """Single-env observation (layout declared) and action spaces, from one throwaway sub-env."""
     env = make_vector_env(env_id, 1, env_config)
     try:
-        return env.single_observation_space, env.single_action_space
+        return observation_space(env), env.single_action_space
     finally:
         env.close()
 

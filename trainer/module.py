@@ -2,8 +2,10 @@
 
 Encoder: an MLP for 1-D Box observations, the Nature CNN (Mnih et al. 2015) for image
 observations (3-D Box; uint8 pixels are scaled to [0, 1] inside the network so EnvRunners ship
-compact uint8 arrays). Separate actor and critic encoders unless `vf_share_layers` (separate
-networks are the more robust PPO default, Andrychowicz et al. 2021, "What matters in on-policy RL").
+compact uint8 arrays). Whether an image is [C, H, W] or [H, W, C] is declared on its space by
+the env pipeline (trainer/layout.py), never guessed from the shape. Separate actor and critic
+encoders unless `vf_share_layers` (separate networks are the more robust PPO default,
+Andrychowicz et al. 2021, "What matters in on-policy RL").
 Orthogonal initialisation as in CleanRL / SB3: hidden layers gain sqrt(2), policy head 0.01
 (near-uniform initial policy), value head 1.0.
 
@@ -25,6 +27,7 @@ from torch import nn
 
 from trainer import distributions
 from trainer.config import ModelConfig
+from trainer.layout import image_layout
 
 # Below this many elements torch's own tanh is cheaper than the autograd.Function call.
 _FAST_TANH_MIN_NUMEL = 4096
@@ -79,12 +82,6 @@ def _is_image(space: gym.spaces.Box) -> bool:
     return len(space.shape) == 3
 
 
-def _channels_last(shape: tuple[int, ...]) -> bool:
-    """gymnasium images are [H, W, C]; frame-stacked ones may be [C, H, W]. Channels are the
-    smallest axis, so a last axis smaller than both others means channels-last."""
-    return shape[2] < shape[0] and shape[2] < shape[1]
-
-
 class MLPEncoder(nn.Module):
     """[B, obs_dim] -> [B, hidden_sizes[-1]]."""
 
@@ -106,12 +103,12 @@ class MLPEncoder(nn.Module):
 
 
 class CNNEncoder(nn.Module):
-    """[B, H, W, C] or [B, C, H, W] image -> [B, 512] (Nature CNN)."""
+    """[B, H, W, C] or [B, C, H, W] image (as the space declares) -> [B, 512] (Nature CNN)."""
 
     def __init__(self, space: gym.spaces.Box, model: ModelConfig) -> None:
         super().__init__()
         shape = tuple(int(s) for s in space.shape)
-        self.channels_last = _channels_last(shape)
+        self.channels_last = image_layout(space) == "channels_last"
         in_ch = shape[2] if self.channels_last else shape[0]
         hw = shape[:2] if self.channels_last else shape[1:]
         self.scale = 1.0 / 255.0 if space.dtype == np.uint8 else 1.0

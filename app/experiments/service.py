@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 from typing import Any, Protocol
 
-from pydantic import ValidationError
 from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session
 
@@ -26,6 +25,7 @@ from app.experiments.models import Experiment, ExperimentEvent, ExperimentTag, L
 from app.experiments.progress import to_public
 from app.experiments.schemas import ExperimentCreate, ExperimentFork
 from app.live.topics import ALL_EXPERIMENTS, experiment_topic
+from app.presets import service as presets
 from trainer.config import PPOConfig
 
 S = ExperimentStatus
@@ -48,16 +48,9 @@ class JobsControl(Protocol):
 
 
 def validate_config(raw: dict[str, Any]) -> PPOConfig:
-    """Validate a config; every bad field is named as `config.<path>` in the 422."""
-    try:
-        return PPOConfig.model_validate(raw)
-    except ValidationError as exc:
-        fields = []
-        for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"])
-            msg = err["msg"].removeprefix("Value error, ")
-            fields.append({"field": f"config.{loc}" if loc else "config", "message": msg})
-        raise InvalidInput("the experiment config is invalid", fields=fields) from None
+    """The resolved config (PPOConfig defaults < the env family's preset < `raw`): what is
+    stored and returned. Every bad field is named as `config.<path>` in the 422."""
+    return presets.resolve(raw).config
 
 
 # --- queries ----------------------------------------------------------------------------------

@@ -70,3 +70,37 @@ describe("config files", () => {
     expect(getPath(DEFAULTS, "model.hidden_sizes")).not.toEqual([32]);
   });
 });
+
+describe("presets in the form", () => {
+  it("sends only what the user chose: touched fields, env id and preset", async () => {
+    const { chosenConfig } = await import("../src/form/fields");
+    const values = new Map<string, unknown>([
+      ["env_id", "ALE/Pong-v5"],
+      ["preset", "auto"],
+      ["lr", 0.001],
+      ["gamma", 0.99],
+      ["stop.wall_seconds", 300],
+      ["stop.env_steps", 1_000_000],
+    ]);
+    const chosen = chosenConfig(values, new Set(["lr", "stop.wall_seconds"]), { custom: 1 });
+    expect(chosen).toEqual({ custom: 1, env_id: "ALE/Pong-v5", preset: "auto", lr: 0.001, stop: { wall_seconds: 300 } });
+  });
+
+  it("marks an input when the preset set it or a key under it", async () => {
+    const { presetSets } = await import("../src/form/fields");
+    const fields = ["gamma", "env_config.repeat_action_probability", "stop.env_steps"];
+    expect(presetSets("gamma", fields)).toBe(true);
+    expect(presetSets("env_config", fields)).toBe(true);
+    expect(presetSets("stop.env_steps", fields)).toBe(true);
+    expect(presetSets("stop.wall_seconds", fields)).toBe(false);
+    expect(presetSets("gam", fields)).toBe(false);
+  });
+
+  it("offers the preset as a select and Atari ids in the env list", async () => {
+    const { ENV_IDS } = await import("../src/form/fields");
+    const preset = fieldSpecs().find((s) => s.path === "preset");
+    expect(preset).toMatchObject({ kind: "enum", advanced: false, group: "Environment", defaultValue: "auto" });
+    expect(preset?.options).toEqual(["auto", "none", "classic_control", "classic_control_continuous", "box2d", "mujoco", "atari"]);
+    expect(ENV_IDS).toContain("ALE/Pong-v5");
+  });
+});

@@ -12,14 +12,17 @@ from trainer.connectors import (
     DiscreteActions,
     FrameStack,
     MeanStdFilter,
+    NormalizeRewards,
+    build_env_to_learner,
     build_env_to_module,
     merge_filter_states,
 )
 from trainer.connectors.running_stats import RunningStats
+from trainer.layout import ImageBox, image_layout
 
 
 def test_frame_stack_vectors_zero_fill_and_no_leak_across_episodes() -> None:
-    stack = FrameStack(num_frames=3, num_envs=2, shape=(2,))
+    stack = FrameStack(num_frames=3, num_envs=2, space=gym.spaces.Box(-1, 1, (2,)))
     reset = np.array([True, True])
     none = np.array([False, False])
     out = stack(np.array([[1, 1], [10, 10]], np.float32), reset)
@@ -34,15 +37,92 @@ def test_frame_stack_vectors_zero_fill_and_no_leak_across_episodes() -> None:
 
 
 def test_frame_stack_images_stack_channels_last() -> None:
-    stack = FrameStack(num_frames=4, num_envs=1, shape=(5, 6, 1))
-    space = gym.spaces.Box(0, 255, (5, 6, 1), np.uint8)
+    space = gym.spaces.Box(0, 255, (5, 6, 1), np.uint8)  # undeclared: gymnasium's [H, W, C]
+    stack = FrameStack(num_frames=4, num_envs=1, space=space)
     assert stack.output_space(space).shape == (5, 6, 4)
+    assert image_layout(stack.output_space(space)) == "channels_last"
     frames = [np.full((1, 5, 6, 1), i, np.uint8) for i in range(1, 6)]
     out = None
     for i, frame in enumerate(frames):
         out = stack(frame, np.array([i == 0]))
     assert out is not None and out.shape == (1, 5, 6, 4) and out.dtype == np.uint8
     np.testing.assert_array_equal(out[0, 0, 0], [2, 3, 4, 5])
+
+
+def test_frame_stack_channels_first_stacks_on_axis_0_and_keeps_the_layout() -> None:
+    space = ImageBox(0, 255, (2, 5, 6), np.uint8, layout="channels_first")
+    stack = FrameStack(num_frames=3, num_envs=1, space=space)
+    out_space = stack.output_space(space)
+    assert out_space.shape == (6, 5, 6) and image_layout(out_space) == "channels_first"
+    out = None
+    for i in range(1, 5):  # frame i has channel c filled with 10 * i + c
+        frame = np.stack([np.full((5, 6), 10 * i + c, np.uint8) for c in range(2)])[None]
+        out = stack(frame, np.array([i == 1]))
+    assert out is not None and out.shape == (1, 6, 5, 6)
+    np.testing.assert_array_equal(out[0, :, 0, 0], [20, 21, 30, 31, 40, 41])  # oldest first
+    pipeline = build_env_to_module(PPOConfig(frame_stack=3), space, num_envs=1)
+    assert image_layout(pipeline.output_space) == "channels_first"
+
+
+def test_clip_rewards_then_normalise_is_the_pipeline_order() -> None:
+    config = PPOConfig(clip_rewards=1.0, normalize_rewards=True, gamma=0.5)
+    pipeline = build_env_to_learner(config, num_envs=2)
+    assert [p.name for p in pipeline.pieces] == ["clip_rewards", "reward_filter"]
+    assert set(pipeline.get_state()) == {"reward_filter"}
+    out = pipeline(np.array([5.0, -3.0]), np.zeros(2, bool), np.ones(2, bool))
+    assert out.dtype == np.float32
+    # Clipped to +-1 first: the returns seen are [1, -1] (std 1), so the rewards stay +-1.
+    np.testing.assert_allclose(out, [1.0, -1.0], rtol=1e-6)
+    plain = build_env_to_learner(PPOConfig(), num_envs=2)
+    assert plain.pieces == [] and plain(np.array([7, -2]), *[np.ones(2, bool)] * 2).dtype == (
+        np.float32
+    )
+
+
+def test_reward_normaliser_matches_a_plain_loop() -> None:
+    """SB3 VecNormalize's reward path written as a loop over steps, slot by slot."""
+    rng = np.random.default_rng(0)
+    n, steps, gamma = 3, 40, 0.9
+    rewards = rng.normal(2.0, 3.0, (steps, n))
+    done = rng.random((steps, n)) < 0.1
+    valid = rng.random((steps, n)) > 0.05  # some autoreset rows
+    norm = NormalizeRewards(n, gamma)
+    returns, seen, expected = np.zeros(n), [], []
+    for t in range(steps):
+        for i in range(n):
+            if valid[t, i]:
+                returns[i] = returns[i] * gamma + rewards[t, i]
+                seen.append(returns[i])
+        std = np.sqrt(np.var(seen) + 1e-8) if seen else np.sqrt(1e-8)
+        expected.append(np.clip(rewards[t] / std, -10, 10))
+        returns[done[t] & valid[t]] = 0.0
+        got = norm(rewards[t], done[t], valid[t])
+        np.testing.assert_allclose(got, expected[-1], rtol=1e-5)
+    delta = RunningStats.from_dict(norm.pop_delta())
+    assert delta.count == len(seen)
+    np.testing.assert_allclose(delta.var, np.var(seen), rtol=1e-9)
+
+
+def test_reward_filter_merge_across_runners_and_set_state() -> None:
+    a, b = NormalizeRewards(2, 0.99), NormalizeRewards(2, 0.99)
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        a(rng.normal(size=2), np.zeros(2, bool), np.ones(2, bool))
+        b(rng.normal(size=2) * 5, np.zeros(2, bool), np.ones(2, bool))
+    merged = merge_filter_states(
+        {}, [{"reward_filter": a.pop_delta()}, {"reward_filter": b.pop_delta()}]
+    )
+    stats = RunningStats.from_dict(merged["reward_filter"])
+    assert stats.count == 20
+    c = NormalizeRewards(2, 0.99)
+    c.set_state(merged["reward_filter"])
+    assert c.get_state() == merged["reward_filter"]
+    np.testing.assert_allclose(
+        c(np.array([1.0, 1.0]), np.zeros(2, bool), np.zeros(2, bool)),  # autoreset rows: no update
+        1.0 / np.sqrt(stats.var + 1e-8),
+        rtol=1e-5,
+    )
+    assert RunningStats.from_dict(c.pop_delta()).count == 0
 
 
 def test_running_stats_merge_is_exact() -> None:

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from trainer.config import ModelConfig
+from trainer.layout import ImageBox
 from trainer.module import PPOModule
 
 VEC = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -107,7 +108,7 @@ def test_loading_mismatched_weights_fails_clearly() -> None:
 def test_image_layouts_and_uint8_scaling() -> None:
     torch.manual_seed(0)
     hwc = PPOModule(IMG, DISCRETE, ModelConfig(cnn_channels=(8, 16, 16)))
-    chw_space = gym.spaces.Box(0, 255, (3, 44, 44), np.uint8)
+    chw_space = ImageBox(0, 255, (3, 44, 44), np.uint8, layout="channels_first")
     chw = PPOModule(chw_space, DISCRETE, ModelConfig(cnn_channels=(8, 16, 16)))
     chw.load_state_dict(hwc.state_dict())
     frames = torch.randint(0, 256, (2, 44, 44, 3), dtype=torch.uint8)
@@ -120,6 +121,29 @@ def test_image_layouts_and_uint8_scaling() -> None:
     floats = PPOModule(float_space, DISCRETE, ModelConfig(cnn_channels=(8, 16, 16)))
     floats.load_state_dict(hwc.state_dict())
     torch.testing.assert_close(hwc.values(frames), floats.values(frames.float() / 255.0))
+
+
+def test_the_declared_layout_decides_not_the_shape() -> None:
+    """[40, 40, 40] fits both layouts: only the declaration can say where channels are."""
+    model = ModelConfig(cnn_channels=(8, 16, 16))
+    torch.manual_seed(0)
+    first = PPOModule(
+        ImageBox(0, 255, (40, 40, 40), np.uint8, layout="channels_first"), DISCRETE, model
+    )
+    last = PPOModule(
+        ImageBox(0, 255, (40, 40, 40), np.uint8, layout="channels_last"), DISCRETE, model
+    )
+    last.load_state_dict(first.state_dict())
+    frames = torch.randint(0, 256, (2, 40, 40, 40), dtype=torch.uint8)  # read as [C, H, W]
+    torch.testing.assert_close(
+        first.dist_inputs(frames), last.dist_inputs(frames.permute(0, 2, 3, 1).contiguous())
+    )
+    assert not torch.allclose(first.dist_inputs(frames), last.dist_inputs(frames))
+    # Atari's [4, 84, 84] stack, declared channels first: 4 input channels.
+    atari = PPOModule(
+        ImageBox(0, 255, (4, 84, 84), np.uint8, layout="channels_first"), DISCRETE, model
+    )
+    assert atari.pi_encoder.conv[0].in_channels == 4
 
 
 def test_unsupported_spaces_are_rejected() -> None:

@@ -3,9 +3,13 @@
 Axis vocabulary: N sub-envs of one vector env; observations arrive as [N, *obs_shape].
 env-to-module pieces map [N, *in_shape] -> [N, *out_shape] and may keep state (a running
 observation filter, a frame stack); module-to-env pieces map actions [N, *action_shape] as
-sampled to what the env receives. The learner-side connector (chunks -> train batch) lives in
-trainer/batch.py. Chunks store the module's input (the env-to-module output), so Learners
-never re-run these pieces.
+sampled to what the env receives; env-to-learner pieces map the env's rewards [N] to the
+rewards the Learner trains on (clipping, normalisation). The learner-side connector (chunks ->
+train batch) lives in trainer/batch.py. Chunks store the module's input (the env-to-module
+output) and the learning rewards, so Learners never re-run these pieces.
+
+Stateful pieces (running statistics) expose get_state / set_state / pop_delta under a unique
+`name`; the EnvRunner hands the state of all its pipelines around as one dict.
 """
 
 from __future__ import annotations
@@ -26,21 +30,10 @@ class EnvToModulePiece(Protocol):
         ...
 
 
-class EnvToModulePipeline:
-    """Runs env-to-module pieces in order; exposes the state of the stateful ones by name."""
+class _StatefulPipeline:
+    """State of the stateful pieces, by name (merged across runners and checkpointed)."""
 
-    def __init__(self, input_space: gym.spaces.Box, pieces: list[EnvToModulePiece]) -> None:
-        self.pieces = pieces
-        self.input_space = input_space
-        space = input_space
-        for piece in pieces:
-            space = piece.output_space(space)
-        self.output_space = space
-
-    def __call__(self, obs: np.ndarray, reset_mask: np.ndarray) -> np.ndarray:
-        for piece in self.pieces:
-            obs = piece(obs, reset_mask)
-        return obs
+    pieces: list[Any]
 
     def stateful(self) -> dict[str, Any]:
         """Pieces whose state is merged across runners and checkpointed, by name."""
@@ -57,6 +50,44 @@ class EnvToModulePipeline:
     def pop_deltas(self) -> dict[str, Any]:
         """What each stateful piece learned since the last sync (merged by the driver)."""
         return {name: p.pop_delta() for name, p in self.stateful().items()}
+
+
+class EnvToModulePipeline(_StatefulPipeline):
+    """Runs env-to-module pieces in order; the last output space is what the module is built
+    for (an image space keeps its declared layout, trainer/layout.py)."""
+
+    def __init__(self, input_space: gym.spaces.Box, pieces: list[EnvToModulePiece]) -> None:
+        self.pieces = pieces
+        self.input_space = input_space
+        space = input_space
+        for piece in pieces:
+            space = piece.output_space(space)
+        self.output_space = space
+
+    def __call__(self, obs: np.ndarray, reset_mask: np.ndarray) -> np.ndarray:
+        for piece in self.pieces:
+            obs = piece(obs, reset_mask)
+        return obs
+
+
+class EnvToLearnerPiece(Protocol):
+    def __call__(self, rewards: np.ndarray, done: np.ndarray, valid: np.ndarray) -> np.ndarray:
+        """rewards [N] of one vector step, done [N] (terminated | truncated), valid [N] (False on
+        autoreset rows, which are no transitions) -> learning rewards [N] float32."""
+        ...
+
+
+class EnvToLearnerPipeline(_StatefulPipeline):
+    """Runs env-to-learner pieces in order; with none, rewards pass as float32."""
+
+    def __init__(self, pieces: list[EnvToLearnerPiece]) -> None:
+        self.pieces = pieces
+
+    def __call__(self, rewards: np.ndarray, done: np.ndarray, valid: np.ndarray) -> np.ndarray:
+        out = np.asarray(rewards, np.float32)
+        for piece in self.pieces:
+            out = piece(out, done, valid)
+        return out
 
 
 class ModuleToEnvPiece(Protocol):

@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 
 from trainer.connectors.running_stats import RunningStats
+from trainer.layout import channel_axis, like
 
 
 class BatchObservations:
@@ -21,7 +22,7 @@ class BatchObservations:
         self.shape = space.shape
 
     def output_space(self, space: gym.spaces.Box) -> gym.spaces.Box:
-        return gym.spaces.Box(space.low, space.high, space.shape, self.dtype)
+        return like(space, space.low, space.high, space.shape, self.dtype)
 
     def __call__(self, obs: np.ndarray, reset_mask: np.ndarray) -> np.ndarray:
         obs = np.ascontiguousarray(obs, dtype=self.dtype)
@@ -49,7 +50,7 @@ class MeanStdFilter:
         self.set_state(RunningStats.empty(shape).to_dict())
 
     def output_space(self, space: gym.spaces.Box) -> gym.spaces.Box:
-        return gym.spaces.Box(-self.clip, self.clip, space.shape, np.float32)
+        return like(space, -self.clip, self.clip, space.shape, np.float32)
 
     def __call__(self, obs: np.ndarray, reset_mask: np.ndarray) -> np.ndarray:
         if self.update_stats:
@@ -78,7 +79,9 @@ class MeanStdFilter:
 
 
 class FrameStack:
-    """Concatenate the last k observations along the last axis ([D] -> [k*D], HWC -> HW(k*C)).
+    """Concatenate the last k observations along the channel axis: [D] -> [k*D],
+    [H, W, C] -> [H, W, k*C] (channels last), [C, H, W] -> [k*C, H, W] (channels first), oldest
+    frame first. The axis comes from the space's declared layout (trainer/layout.py).
 
     Frames before an episode's start are zeros (as RLlib's frame stacking). `reset_mask` tells
     which slots start a new episode with this observation, so no frame leaks across episodes.
@@ -86,14 +89,17 @@ class FrameStack:
 
     name = "frame_stack"
 
-    def __init__(self, num_frames: int, num_envs: int, shape: tuple[int, ...]) -> None:
+    def __init__(self, num_frames: int, num_envs: int, space: gym.spaces.Box) -> None:
         self.k = num_frames
-        self._frames = np.zeros((num_envs, num_frames, *shape), np.float32)  # [N, k, *obs]
+        self.shape = space.shape
+        self.first = channel_axis(space) == 0
+        self._frames = np.zeros((num_envs, num_frames, *space.shape), np.float32)  # [N, k, *obs]
 
     def output_space(self, space: gym.spaces.Box) -> gym.spaces.Box:
-        low = np.concatenate([np.minimum(space.low, 0)] * self.k, axis=-1)
-        high = np.concatenate([np.maximum(space.high, 0)] * self.k, axis=-1)
-        return gym.spaces.Box(low, high, low.shape, space.dtype)
+        axis = channel_axis(space)
+        low = np.concatenate([np.minimum(space.low, 0)] * self.k, axis=axis)
+        high = np.concatenate([np.maximum(space.high, 0)] * self.k, axis=axis)
+        return like(space, low, high, low.shape, space.dtype)
 
     def __call__(self, obs: np.ndarray, reset_mask: np.ndarray) -> np.ndarray:
         if self._frames.dtype != obs.dtype:
@@ -103,6 +109,8 @@ class FrameStack:
         frames[:, :-1] = frames[:, 1:]
         frames[:, -1] = obs
         n = len(obs)
+        if self.first:  # [N, k, C, H, W] -> [N, k*C, H, W]
+            return frames.reshape(n, self.k * obs.shape[1], *obs.shape[2:]).copy()
         # [N, k, *obs] -> [N, ..., k, C] -> [N, ..., k*C]
         stacked = np.moveaxis(frames, 1, -2)
         return stacked.reshape(n, *obs.shape[1:-1], self.k * obs.shape[-1])

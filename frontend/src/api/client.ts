@@ -12,6 +12,7 @@ import type {
   FieldError,
   MetricsResponse,
   PPOConfig,
+  ResolvedConfig,
 } from "./types";
 
 export const API = "/api/v1";
@@ -98,6 +99,7 @@ export const api = {
   get: (id: number) => request<Experiment>("GET", `/experiments/${id}`),
   create: (name: string, config: PPOConfig, tags: string[]) =>
     request<Experiment>("POST", "/experiments", { name, config, tags }),
+  resolvePreset: (config: PPOConfig) => request<ResolvedConfig>("POST", "/presets/resolve", { config }),
   stop: (id: number) => request<Experiment>("POST", `/experiments/${id}/stop`),
   remove: (id: number) => request<void>("DELETE", `/experiments/${id}`),
   events: (id: number) => request<ExperimentEvent[]>("GET", `/experiments/${id}/events`),

@@ -30,6 +30,15 @@ export type PPOConfig = Record<string, unknown> & {
   stop?: { env_steps?: number | null; episode_return_mean?: number | null; wall_seconds?: number | null };
 };
 
+/** POST /presets/resolve (app/presets/schemas.py): what a partial config resolves to. */
+export interface ResolvedConfig {
+  config: PPOConfig;
+  preset: string;
+  env_settings: string | null;
+  sources: string[];
+  preset_fields: string[];
+}
+
 export interface ExperimentEvent {
   from_status: Status | null;
   to_status: Status;

@@ -24,7 +24,7 @@ export interface FieldSpec {
 type Json = Record<string, unknown>;
 
 const GROUPS: [string, string[]][] = [
-  ["Environment", ["env_id", "env_config", "seed"]],
+  ["Environment", ["env_id", "preset", "env_config", "seed"]],
   ["Stop criteria", ["stop.env_steps", "stop.episode_return_mean", "stop.wall_seconds"]],
   ["Optimisation", ["lr", "lr_schedule", "gamma", "gae_lambda", "num_epochs", "minibatch_size", "train_batch_size_per_learner"]],
   ["Resources", ["num_env_runners", "num_envs_per_env_runner", "num_learners"]],
@@ -37,6 +37,7 @@ export const GROUP_ORDER = [...GROUPS.map(([g]) => g), "PPO loss", "Model"];
 /** Fields shown without opening "Advanced". */
 const BASIC = new Set([
   "env_id",
+  "preset",
   "seed",
   "stop.env_steps",
   "stop.episode_return_mean",
@@ -52,7 +53,33 @@ const BASIC = new Set([
   "checkpoint_every",
 ]);
 
-export const ENV_IDS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1"];
+export const ENV_IDS = [
+  "CartPole-v1",
+  "Acrobot-v1",
+  "MountainCar-v0",
+  "MountainCarContinuous-v0",
+  "Pendulum-v1",
+  "ALE/Pong-v5",
+  "ALE/Breakout-v5",
+];
+
+/** Paths whose inputs decide the preset: a change re-resolves the rest of the form. */
+export const PRESET_INPUTS = new Set(["env_id", "preset"]);
+
+/**
+ * The part of a config the user chose: the touched paths (typed or loaded), plus env_id and
+ * preset, which decide the rest. Untouched fields are left to the server's preset resolution.
+ */
+export function chosenConfig(values: Map<string, unknown>, touched: ReadonlySet<string>, extras: Json): Json {
+  const out: Json = structuredClone(extras);
+  for (const [path, value] of values) if (touched.has(path) || PRESET_INPUTS.has(path)) setPath(out, path, value);
+  return out;
+}
+
+/** Whether the input at `path` holds a value the preset set (a JSON input: any key under it). */
+export function presetSets(path: string, presetFields: readonly string[]): boolean {
+  return presetFields.some((f) => f === path || f.startsWith(`${path}.`));
+}
 
 export const DEFAULTS: Json = (doc as { defaults: Json }).defaults;
 const SCHEMA = (doc as { schema: Json }).schema;

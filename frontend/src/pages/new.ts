@@ -2,15 +2,31 @@
  * New-experiment form, built from PPOConfig's schema: defaults filled in, every field explained,
  * rarely changed fields under "Advanced", a JSON / YAML file can be pasted or uploaded. The
  * API's 422 errors are shown next to their field. Submitting opens the new experiment.
+ *
+ * Presets: the env id (or the preset chosen) decides the settings of every field the user has
+ * not touched. The form asks the API what the config resolves to, shows those values, names the
+ * preset and marks the fields it set (data-from-preset). Typing into a field makes it the
+ * user's; submitting sends only the user's fields, so the server's resolution is what is stored.
  */
 
 import { api, ApiError } from "../api/client";
-import type { PPOConfig } from "../api/types";
+import type { PPOConfig, ResolvedConfig } from "../api/types";
 import { flatten } from "../data/configDiff";
 import { deepMerge, parseConfigText } from "../form/configFile";
 import { placeFieldErrors } from "../form/errors";
 import { fieldView, readInput, setFieldError, writeInput, type FieldView } from "../form/fieldInput";
-import { DEFAULTS, ENV_IDS, fieldSpecs, getPath, GROUP_ORDER, parseValue, setPath } from "../form/fields";
+import {
+  chosenConfig,
+  DEFAULTS,
+  ENV_IDS,
+  fieldSpecs,
+  getPath,
+  GROUP_ORDER,
+  parseValue,
+  PRESET_INPUTS,
+  presetSets,
+  setPath,
+} from "../form/fields";
 import { clear, el } from "../ui/dom";
 
 function defaultName(envId: string): string {
@@ -47,6 +63,9 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
   const views = new Map(fieldSpecs().map((spec) => [spec.path, fieldView(spec)] as const));
   /** Keys from a loaded file that the form has no input for: sent as-is so the API can judge. */
   let extras: Record<string, unknown> = {};
+  /** Paths the user typed into or loaded from a file / a forked experiment. */
+  const touched = new Set<string>();
+  const presetNote = el("p", { class: "preset-note muted", "data-preset": "", "aria-live": "polite" });
 
   const nameInput = el("input", { name: "name", id: "f-name", required: true, autocomplete: "off" });
   const nameError = el("p", { class: "field-error", "data-error-for": "name" });
@@ -96,9 +115,67 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
   }
   setValues(DEFAULTS);
   nameInput.value = defaultName(String(DEFAULTS.env_id ?? "experiment"));
+  views.get("env_id")?.wrap.after(presetNote);
+
+  /** Untouched inputs take the resolved values; the preset's fields are marked. */
+  function showResolved(r: ResolvedConfig): void {
+    for (const v of views.values()) {
+      const own = touched.has(v.spec.path) || PRESET_INPUTS.has(v.spec.path);
+      if (!own) writeInput(v, getPath(r.config, v.spec.path));
+      v.wrap.toggleAttribute("data-from-preset", !own && presetSets(v.spec.path, r.preset_fields));
+    }
+    presetNote.dataset.preset = r.preset;
+    presetNote.textContent =
+      r.preset === "none"
+        ? "No preset for this env: PPOConfig's defaults."
+        : `Preset ${r.preset}${r.env_settings ? ` with ${r.env_settings} settings` : ""}: sets ` +
+          `${r.preset_fields.length} field${r.preset_fields.length === 1 ? "" : "s"} (marked “preset”; ` +
+          `typing a value overrides it). Source: ${r.sources.join("; ")}.`;
+  }
+
+  let resolveSeq = 0;
+  /** Ask the API what the chosen fields resolve to; only the latest answer is shown. */
+  async function refreshPreset(): Promise<void> {
+    const seq = ++resolveSeq;
+    const values = new Map<string, unknown>();
+    for (const v of views.values()) {
+      if (!touched.has(v.spec.path) && !PRESET_INPUTS.has(v.spec.path)) continue;
+      const parsed = parseValue(v.spec, readInput(v));
+      if (!parsed.ok) return; // the field shows its error on submit
+      values.set(v.spec.path, parsed.value);
+    }
+    try {
+      const resolved = await api.resolvePreset(chosenConfig(values, touched, extras));
+      if (!closed && seq === resolveSeq) showResolved(resolved);
+    } catch (e) {
+      if (closed || seq !== resolveSeq) return;
+      presetNote.dataset.preset = "";
+      presetNote.textContent = `The preset cannot be shown: ${e instanceof ApiError && e.fields.length ? e.fields.map((f) => `${f.field}: ${f.message}`).join("; ") : (e as Error).message}`;
+    }
+  }
+
+  let nameEdited = false;
+  nameInput.addEventListener("input", () => (nameEdited = true));
+  let refreshTimer: number | undefined;
+  for (const v of views.values()) {
+    v.input.addEventListener("input", () => {
+      if (v.spec.path === "env_id" && !nameEdited) nameInput.value = defaultName(String(readInput(v)) || "experiment");
+      if (PRESET_INPUTS.has(v.spec.path)) {
+        window.clearTimeout(refreshTimer);
+        refreshTimer = window.setTimeout(() => void refreshPreset(), 400);
+        return;
+      }
+      touched.add(v.spec.path);
+      v.wrap.removeAttribute("data-from-preset");
+    });
+    if (PRESET_INPUTS.has(v.spec.path)) v.input.addEventListener("change", () => void refreshPreset());
+  }
+  void refreshPreset();
 
   function loaded(config: Record<string, unknown>, name: string | undefined, tags: string[] | undefined, message: string): void {
     setValues(deepMerge(DEFAULTS, config));
+    for (const path of views.keys()) if (getPath(config, path) !== undefined) touched.add(path);
+    void refreshPreset();
     if (name) nameInput.value = name;
     if (tags) tagsInput.value = tags.join(", ");
     fileMsg.textContent = message;
@@ -145,19 +222,20 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
     for (const v of views.values()) setFieldError(v, "");
   }
 
-  /** The config as typed; fields that cannot be read are marked and make it null. */
+  /** The user's part of the config (touched fields, env id, preset); the server resolves the
+   * rest. Fields that cannot be read are marked and make it null. */
   function collect(): PPOConfig | null {
-    const config: Record<string, unknown> = structuredClone(extras);
+    const values = new Map<string, unknown>();
     let ok = true;
     for (const v of views.values()) {
       const parsed = parseValue(v.spec, readInput(v));
-      if (parsed.ok) setPath(config, v.spec.path, parsed.value);
+      if (parsed.ok) values.set(v.spec.path, parsed.value);
       else {
         ok = false;
         setFieldError(v, parsed.error);
       }
     }
-    return ok ? config : null;
+    return ok ? chosenConfig(values, touched, extras) : null;
   }
 
   function showApiErrors(err: ApiError): void {

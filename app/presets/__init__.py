@@ -1,0 +1,1 @@
+"""Presets domain: the preset tables and resolving a partial config (no database)."""

@@ -1,0 +1,71 @@
+"""env-to-learner pieces: the rewards the Learner trains on, derived from the env's rewards.
+
+They run in the EnvRunner on every vector step (axes: N sub-envs) and only change what goes
+into the chunks; episode returns are summed from the env's raw rewards, so a clipped or
+normalised run still reports the game's score.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from trainer.connectors.running_stats import RunningStats
+
+
+class ClipRewards:
+    """Clip learning rewards to [-c, c] (Mnih et al. 2015 clip Atari rewards to [-1, 1]; for
+    Atari's integer rewards that is their sign, as SB3's ClipRewardEnv and envpool's
+    reward_clip)."""
+
+    name = "clip_rewards"
+
+    def __init__(self, clip: float) -> None:
+        self.clip = float(clip)
+
+    def __call__(self, rewards: np.ndarray, done: np.ndarray, valid: np.ndarray) -> np.ndarray:
+        return np.clip(rewards, -self.clip, self.clip)
+
+
+class NormalizeRewards:
+    """Scale rewards by the running std of the discounted return (SB3 VecNormalize's
+    norm_reward, gymnasium's NormalizeReward), then clip to +-clip.
+
+    Per sub-env it keeps the discounted return R <- gamma * R + r (reset to 0 when the episode
+    ends); the std is over all R seen. Like MeanStdFilter, each runner holds the global stats of
+    the last sync plus a delta of what it saw since; the driver merges the deltas of all runners
+    (`merge_filter_states`) and checkpoints the result. Autoreset rows (`valid` False) are no
+    transitions: they neither update R nor the stats.
+    """
+
+    name = "reward_filter"
+
+    def __init__(self, num_envs: int, gamma: float, clip: float = 10.0, eps: float = 1e-8) -> None:
+        self.gamma = gamma
+        self.clip = clip
+        self.eps = eps
+        self.update_stats = True
+        self._returns = np.zeros(num_envs, np.float64)  # [N] discounted return so far
+        self.set_state(RunningStats.empty(()).to_dict())
+
+    def __call__(self, rewards: np.ndarray, done: np.ndarray, valid: np.ndarray) -> np.ndarray:
+        if self.update_stats and valid.any():
+            self._returns[valid] = self._returns[valid] * self.gamma + rewards[valid]
+            batch = RunningStats.of(self._returns[valid])
+            self._delta = self._delta.merge(batch)
+            self._current = self._current.merge(batch)
+        scaled = rewards / np.sqrt(float(self._current.var) + self.eps)
+        self._returns[done & valid] = 0.0
+        return np.clip(scaled, -self.clip, self.clip).astype(np.float32)
+
+    def get_state(self) -> dict[str, Any]:
+        return self._current.to_dict()
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._current = RunningStats.from_dict(state)
+        self._delta = RunningStats.empty(())
+
+    def pop_delta(self) -> dict[str, Any]:
+        delta, self._delta = self._delta, RunningStats.empty(())
+        return delta.to_dict()
