@@ -47,7 +47,7 @@ def seed_experiment(settings: Settings, archive: Path, name: str = "trained") ->
         with transaction(make_sessionmaker(engine)) as session:
             exp = experiments.create(session, ExperimentCreate(name=name, config=meta["config"]))
             experiments.transition(session, exp.id, "stopped", "trained outside this service")
-            target = storage.archive_path(settings.checkpoints_dir, exp.id, meta["iteration"])
+            target = storage.new_archive_path(settings.checkpoints_dir, exp.id, meta["iteration"])
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(archive, target)
             data = target.read_bytes()
