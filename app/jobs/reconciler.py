@@ -45,6 +45,7 @@ from app.jobs.launcher import (
     new_submission_id,
 )
 from app.jobs.resources import ExperimentResources, fits
+from app.jobs.salvage import salvage_metrics
 from trainer.config import PPOConfig
 
 log = logging.getLogger(__name__)
@@ -191,6 +192,7 @@ class Reconciler:
         if job.state == RayJobState.MISSING:
             if _age_s(snap.started_at) < MISSING_GRACE_S:
                 return
+            await self._salvage(snap)
             if snap.status == S.stopping:
                 await self._db(_settle, snap.id, ACTIVE, S.stopped, job.message)
             else:
@@ -205,6 +207,7 @@ class Reconciler:
         assert snap.ray_job_id is not None
         tail = await self.launcher.log_tail(snap.ray_job_id)
         self._stops_sent.pop(snap.id, None)
+        await self._salvage(snap)
         if job.state == RayJobState.FAILED:
             reason = f"Ray job {snap.ray_job_id} failed"
             error = job.message or reason
@@ -215,6 +218,12 @@ class Reconciler:
         else:
             reason = f"Ray job {snap.ray_job_id} ended without reporting a final status"
             await self._db(_settle, snap.id, ACTIVE, S.succeeded, reason, None, tail or None)
+
+    async def _salvage(self, snap: Snapshot) -> None:
+        """Store what the dead job wrote to its local JSONL copy but never sent."""
+        jsonl = job_dir(self.settings, snap.id) / "metrics.jsonl"
+        if jsonl.is_file():
+            await self._db(salvage_metrics, snap.id, jsonl)
 
     async def _drive_stop(self, snap: Snapshot) -> None:
         """(Re)send stop_job; after the grace period give up waiting and mark it stopped."""
