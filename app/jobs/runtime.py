@@ -42,6 +42,7 @@ from app.jobs.ray_head import (
     proc_start_time,
 )
 from app.jobs.reconciler import ACTIVE, Reconciler, snapshots
+from app.jobs.warmup import HeadWarmup
 
 log = logging.getLogger(__name__)
 S = ExperimentStatus
@@ -75,6 +76,8 @@ class JobsRuntime:
         self.reconciler: Reconciler | None = None
         self._task: asyncio.Task[None] | None = None
         self._temp_dir: Path | None = None  # a /tmp dir we made for the head, removed at stop
+        self._fresh_head = False  # started by us now (not adopted): worth warming up
+        self.warmup: HeadWarmup | None = None
         self.address = ""
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -104,6 +107,9 @@ class JobsRuntime:
             self.settings, self.sessionmaker, self.launcher, interval_s=self.interval_s
         )
         self._task = asyncio.create_task(self.reconciler.run(), name="rollout-reconciler")
+        if self._fresh_head and self.settings.ray_warmup:
+            self.warmup = HeadWarmup(self.launcher)
+            self.warmup.start()
 
     async def _start_local_head(self) -> str:
         apply_ray_env()
@@ -119,6 +125,7 @@ class JobsRuntime:
         self._record_head()  # before it is ready: a crash now must not lose track of it
         await asyncio.to_thread(self.head.wait_ready)
         self._record_head()  # now with its daemons
+        self._fresh_head = True
         log.info("started a local Ray head at %s (%s)", self.head.address, self.head.dashboard_url)
         # The dashboard URL: no need to ask the cluster where its Jobs API is.
         return self.head.dashboard_url
@@ -216,6 +223,8 @@ class JobsRuntime:
             log.warning("experiments %s ended: %s", ids, reason)
 
     async def stop(self) -> None:
+        if self.warmup is not None:
+            await self.warmup.stop()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -289,6 +298,7 @@ class JobsRuntime:
             "dashboard_url": launcher.dashboard_url,
             "error": launcher.last_error or None,
             "local_head": self.head is not None,
+            "warmup": self.warmup.as_dict() if self.warmup is not None else None,
             "reachable": await launcher.reachable(),
             "resources": resources,
             "reserved": {

@@ -65,12 +65,14 @@ def test_a_killed_api_is_restarted_and_adopts_its_running_job(
     env = _env(tmp_path)
     reaper.track_heads_of(data_dir)
 
-    with rollout_serve(data_dir, port=port, env=env) as first:
+    # Generous limits: a Ray head starts in 5 s on an idle machine, in 40 s on a busy one.
+    with rollout_serve(data_dir, port=port, env=env, start_timeout_s=180) as first:
         api = httpx.Client(base_url=f"{first.url}/api/v1", timeout=30)
         response = api.post("/experiments", json={"name": "outlives its API", "config": CONFIG})
         assert response.status_code == 201, response.text
         exp_id = response.json()["id"]
-        wait_for(lambda: len(_steps(api, exp_id)) >= 2, 120, "two iterations")
+        assert api.get("/cluster").json()["warmup"] is not None  # a fresh head is warmed up
+        wait_for(lambda: len(_steps(api, exp_id)) >= 2, 180, "two iterations")
         record = head_state.load(data_dir)
         assert record is not None and record.owner_pid == first.proc.pid
         tree = reaper.track_tree(first.proc.pid)  # the head, its daemons, the job driver
@@ -80,12 +82,12 @@ def test_a_killed_api_is_restarted_and_adopts_its_running_job(
     assert alive({record.pid: record.started}), "the head should outlive the killed API"
     steps_at_kill = len(_steps_from_jsonl(data_dir, exp_id))
 
-    with rollout_serve(data_dir, port=port, env=env) as second:
+    with rollout_serve(data_dir, port=port, env=env, start_timeout_s=180) as second:
         try:
             api = httpx.Client(base_url=f"{second.url}/api/v1", timeout=30)
             assert _experiment(api, exp_id)["status"] == "running"
             found: dict[str, Any] = {}
-            deadline = time.monotonic() + 120
+            deadline = time.monotonic() + 180
             while found.get("status") not in FINISHED:
                 assert time.monotonic() < deadline, found
                 found = _experiment(api, exp_id)
@@ -98,7 +100,9 @@ def test_a_killed_api_is_restarted_and_adopts_its_running_job(
             adopted = head_state.load(data_dir)
             assert adopted is not None
             assert (adopted.pid, adopted.owner_pid) == (record.pid, second.proc.pid)
-            assert api.get("/cluster").json()["address"] == record.address
+            cluster = api.get("/cluster").json()
+            assert cluster["address"] == record.address
+            assert cluster["warmup"] is None  # an adopted head needs none
 
             jsonl = job_dir(Settings(data_dir=data_dir), exp_id) / "metrics.jsonl"
             produced = assert_stored_exactly(api, exp_id, jsonl)
