@@ -5,8 +5,9 @@ One tick:
 2. every experiment that owns a Ray job (`running`, `stopping`) is compared with its job: a job
    Ray reports ended while the experiment still runs means the job could not report itself
    (crash, OOM kill, cluster restart): the experiment ends accordingly, with Ray's message and
-   the tail of the job log; a `stopping` experiment whose job outlives the grace period is
-   marked stopped anyway;
+   the tail of the job log, after the metric rows the dead job wrote to its local JSONL copy
+   but never sent are stored (app/jobs/salvage.py); a `stopping` experiment whose job
+   outlives the grace period is marked stopped anyway;
 3. queued experiments start in order while their whole resource budget (driver + actors) fits
    the cluster's free CPUs/GPUs and the concurrency cap allows. Evaluations (app/evaluations/
    scheduling.py, checked in the same tick) wait in the same FIFO queue, oldest first across

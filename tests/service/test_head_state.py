@@ -11,6 +11,7 @@ import asyncio
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -199,3 +200,24 @@ def test_what_a_head_whose_leader_died_left_behind_is_found(tmp_path: Path) -> N
     finally:
         head.stop()
         kill_if_alive(daemons)
+
+
+def test_rollout_serve_on_a_data_dir_in_use_says_so(
+    tmp_path: Path, stranger: subprocess.Popen[bytes]
+) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    owner = (stranger.pid, proc_start_time(stranger.pid) or 0)
+    head_state.save(data_dir, _record(stranger.pid, owner[1], tmp_path / "x", owner))
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "ROLLOUT_RAY_ADDRESS")}
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", "serve", "--port", "0", "--data-dir", str(data_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"another `rollout serve` (pid {stranger.pid})" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert alive({stranger.pid: owner[1]})
