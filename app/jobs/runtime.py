@@ -41,7 +41,8 @@ from app.jobs.ray_head import (
     kill_if_alive,
     proc_start_time,
 )
-from app.jobs.reconciler import ACTIVE, Reconciler, snapshots
+from app.jobs.reconciler import ACTIVE, Reconciler, job_dir, snapshots
+from app.jobs.salvage import salvage_metrics
 from app.jobs.warmup import HeadWarmup
 
 log = logging.getLogger(__name__)
@@ -211,6 +212,8 @@ class JobsRuntime:
             rows = session.scalars(select(Experiment).where(Experiment.status.in_(ACTIVE)))
             ended = []
             for exp in list(rows):
+                # Keep what the job wrote down but never sent (its JSONL copy is on this machine).
+                salvage_metrics(session, exp.id, job_dir(self.settings, exp.id) / "metrics.jsonl")
                 if exp.status == S.stopping:
                     service.transition(session, exp.id, S.stopped, reason)
                 else:
