@@ -57,10 +57,13 @@ class PPO:
                 results = self.env_runners.sample(self.config.total_train_batch_size)
             chunks = [chunk for r in results for chunk in r.chunks]
             steps = sum(r.env_steps for r in results)
+            # The lr schedule reads the step count where this batch's sampling began (CleanRL
+            # anneals at the start of an iteration): the last update of a run never gets lr 0.
+            batch_start = self.env_steps
             self.env_steps += steps
             for r in results:
                 self.window.add(r.episode_returns, r.episode_lengths)
-            learner_stats = self.learner_group.update(chunks, self.env_steps)
+            learner_stats = self.learner_group.update(chunks, batch_start)
             policy_lag = self.weights_version - min(r.weights_version for r in results)
             with timers("weight_sync"):
                 self.weights_version += 1
@@ -96,11 +99,14 @@ class PPO:
 
     # --- stop criteria -------------------------------------------------------------------------
     def stop_reason(self) -> str | None:
-        """The first stop criterion met ("episode_return_mean" | "env_steps" | "wall_seconds")."""
+        """The first stop criterion met ("episode_return_mean" | "env_steps" | "wall_seconds").
+
+        The return criterion is the mean of the last 100 finished episodes: it cannot fire
+        before 100 episodes have finished (a few lucky early episodes are not a result)."""
         stop = self.config.stop
         if (
             stop.episode_return_mean is not None
-            and self.window.returns
+            and self.window.full
             and self.window.return_mean >= stop.episode_return_mean
         ):
             return "episode_return_mean"

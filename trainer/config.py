@@ -171,7 +171,10 @@ class PPOConfig(_Frozen):
     lr: float = Field(default=3e-3, gt=0.0, le=1.0, description="Adam learning rate.")
     lr_schedule: Literal["constant", "linear"] = Field(
         default="constant",
-        description="linear decays lr to 0 at stop.env_steps (needs stop.env_steps).",
+        description=(
+            "linear decays lr towards 0 at stop.env_steps (needs stop.env_steps); each update "
+            "uses the lr at the env steps where its batch's sampling began."
+        ),
     )
     clip_param: float = Field(
         default=0.2, gt=0.0, le=10.0, description="Surrogate clip (Schulman et al. 2017, eq. 7)."
