@@ -179,10 +179,18 @@ class PPOConfig(_Frozen):
     clip_param: float = Field(
         default=0.2, gt=0.0, le=10.0, description="Surrogate clip (Schulman et al. 2017, eq. 7)."
     )
+    # The name is RLlib's, the meaning PPO2's (kept: stored experiments, checkpoints and
+    # presets use it, and a renamed field that still accepted the old key would carry the same
+    # trap). docs/trainer.md, "Porting an RLlib config".
     vf_clip_param: float | None = Field(
         default=None,
         gt=0.0,
-        description="Clip the value update to this range around the old prediction; null: off.",
+        description=(
+            "PPO2 / CleanRL value clipping (SB3's clip_range_vf): each new value prediction may "
+            "move at most this far from the one before the update, loss = max(unclipped, "
+            "clipped squared error); null: off. NOT RLlib's vf_clip_param, which caps the "
+            "squared error itself (default 10): drop that key when porting an RLlib config."
+        ),
     )
     vf_loss_coeff: float = Field(default=0.5, ge=0.0, description="Weight of the value loss.")
     entropy_coeff: float = Field(default=0.0, ge=0.0, description="Weight of the entropy bonus.")
