@@ -142,6 +142,15 @@ class PPOConfig(_Frozen):
     num_gpus_per_learner: float = Field(
         default=0.0, ge=0, description="GPUs for each Learner (nccl DDP when > 0)."
     )
+    overlap_sampling: bool = Field(
+        default=False,
+        description=(
+            "Sample the next batch while the Learner trains on this one, with the weights "
+            "before the update (policy_lag 1; the ratio uses the sampling policy's logp). Pays "
+            "when sampling and learning both take a good share of an iteration and have their "
+            "own cores (image envs, GPU learner); off gives exactly the alternating loop."
+        ),
+    )
     torch_num_threads: int = Field(
         default=1,
         ge=1,
