@@ -173,9 +173,7 @@ class EnvRunnerGroup:
         self.connector_state = merge_filter_states(
             self.connector_state, [r.connector_delta for r in results]
         )
-        if self._local_weights_stale and self.local is not None and self._weights is not None:
-            self._local_weights_stale = False
-            self.local.set_weights(*self._weights, self.connector_state)
+        self._load_deferred_weights()
         return results
 
     def start_sample(self, num_timesteps: int) -> None:
@@ -206,10 +204,14 @@ class EnvRunnerGroup:
             return
         if in_flight.local is not None:
             concurrent.futures.wait([in_flight.local], timeout=SAMPLE_TIMEOUT_S)
+        self._load_deferred_weights()
+        # Ray: the actors finish the call and drop its result; later calls queue behind it.
+
+    def _load_deferred_weights(self) -> None:
+        """The local runner's sample is done: load what sync_weights() held back meanwhile."""
         if self._local_weights_stale and self.local is not None and self._weights is not None:
             self._local_weights_stale = False
             self.local.set_weights(*self._weights, self.connector_state)
-        # Ray: the actors finish the call and drop its result; later calls queue behind it.
 
     def _sample_remote(self, num_timesteps: int, started: list[Any] | None) -> list[SampleResult]:
         import ray

@@ -12,6 +12,7 @@ import torch
 
 from trainer.algorithm import PPO
 from trainer.config import PPOConfig
+from trainer.resolve import resolve_config
 
 # Metrics that depend on the clock, not on the data.
 TIMED = {"env_steps_per_s", "time_s"}
@@ -167,3 +168,26 @@ def test_env_runner_actors_overlap(ray_client: None, tmp_path: Path) -> None:
         assert [resumed.train()["policy_lag"] for _ in range(2)] == [0, 1]
     finally:
         resumed.stop()
+
+
+def test_overlap_with_the_threaded_atari_vector_env() -> None:
+    # ale-py steps its envs on C++ threads while the Learner trains the CNN in this process.
+    config = resolve_config(
+        {
+            "env_id": "ALE/Pong-v5",
+            "overlap_sampling": True,
+            "num_envs_per_env_runner": 4,
+            "train_batch_size_per_learner": 128,
+            "minibatch_size": 64,
+            "num_epochs": 1,
+            "env_config": {"max_num_frames_per_episode": 100},  # 25-step episodes
+        }
+    ).config
+    algo = PPO(config)
+    try:
+        rows = [algo.train() for _ in range(3)]
+    finally:
+        algo.stop()
+    assert [r["policy_lag"] for r in rows] == [0, 1, 1]
+    assert rows[-1]["env_steps"] >= 3 * 128 and rows[-1]["episodes"] >= 12
+    assert all(np.isfinite(r["policy_loss"]) for r in rows)
