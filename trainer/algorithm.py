@@ -4,8 +4,9 @@
     -> push versioned weights + merged connector state to the runners -> metrics.
 
 With `overlap_sampling`, the next batch is started right after this one is collected, so the
-EnvRunners sample batch k+1 with weights version k while the Learner trains on batch k (policy
-lag 1; PPO's ratio uses the sampling policy's logp, so its clip bounds the off-policyness).
+EnvRunners sample batch k+1 with the weights from before update k while the Learner trains on
+batch k (policy lag 1; PPO's ratio uses the sampling policy's logp, so its clip bounds the
+off-policyness).
 
 Serial mode (no EnvRunner or Learner actors) never imports Ray. Stop criteria, checkpoints and
 resuming live here too; the on-disk format is trainer/checkpoint.py's.
