@@ -4,8 +4,13 @@
   answers to: loopback names and addresses, the address it is bound to, the host of its public
   URL, and `ROLLOUT_ALLOWED_HOSTS`. A DNS-rebinding page (evil.test resolving to 127.0.0.1)
   sends `Host: evil.test` and is refused before any route runs.
+- `OriginGuard` refuses state-changing requests (POST, PUT, PATCH, DELETE) and websocket
+  handshakes that carry an Origin other than the service's own (or `ROLLOUT_ALLOWED_ORIGINS`),
+  and POSTs with a form-able content type (the "simple requests" a page may send cross-origin
+  without a CORS preflight). Clients without an Origin (CLI, httpx, jobs) are not browsers and
+  pass.
 
-It answers with the service's error envelope; a refused websocket gets it as an HTTP denial
+Both answer with the service's error envelope; a refused websocket gets it as an HTTP denial
 response where the server supports that, else a 1008 close before the handshake completes.
 """
 
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,7 +27,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.core.config import Settings, is_loopback
 
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# The content types a page may POST cross-origin without a preflight (the Fetch standard's
+# CORS-safelisted request-header values): no API route takes them.
+FORM_CONTENT_TYPES = frozenset(
+    {"application/x-www-form-urlencoded", "multipart/form-data", "text/plain"}
+)
 WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::"})
+DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 POLICY_VIOLATION = 1008
 
 
@@ -104,6 +117,72 @@ class HostGuard:
             else "the request has no Host header"
         )
         await deny(scope, receive, send, 400, "invalid_host", message)
+
+
+class OriginGuard:
+    """Refuse cross-origin writes and websockets, and form-able POST bodies."""
+
+    def __init__(self, app: ASGIApp, allowed_origins: Iterable[str]) -> None:
+        self.app = app
+        self.allowed = frozenset(o for o in (normalize_origin(a) for a in allowed_origins) if o)
+        self.any_origin = any(a.strip() == "*" for a in allowed_origins)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        guarded = kind == "websocket" or (kind == "http" and scope["method"] in UNSAFE_METHODS)
+        if not guarded:
+            await self.app(scope, receive, send)
+            return
+        origin = header(scope, b"origin")
+        if origin is not None and not self._allows(scope, origin):
+            message = (
+                f"cross-origin request from {origin[:100]!r} refused: only pages served by this "
+                "service (or listed in ROLLOUT_ALLOWED_ORIGINS) may change state or open streams"
+            )
+            await deny(scope, receive, send, 403, "cross_origin", message)
+            return
+        if kind == "http" and scope["method"] == "POST":
+            content_type = (header(scope, b"content-type") or "").split(";")[0].strip().lower()
+            if content_type in FORM_CONTENT_TYPES:
+                message = f"POST bodies must be application/json, not {content_type}"
+                await deny(scope, receive, send, 415, "unsupported_media_type", message)
+                return
+        await self.app(scope, receive, send)
+
+    def _allows(self, scope: Scope, origin: str) -> bool:
+        if self.any_origin:
+            return True
+        normalized = normalize_origin(origin)
+        return normalized is not None and (
+            normalized in self.allowed or normalized == own_origin(scope)
+        )
+
+
+def normalize_origin(origin: str) -> str | None:
+    """`scheme://host[:port]` with the default port dropped; None for `null` or junk."""
+    parts = urlsplit(origin.strip().lower())
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/"):
+        return None
+    parsed = split_host(parts.netloc)
+    if parsed is None:
+        return None
+    return _origin(parts.scheme, *parsed)
+
+
+def own_origin(scope: Scope) -> str | None:
+    """The origin a page served by this service has: the request's scheme and Host."""
+    scheme = {"ws": "http", "wss": "https"}.get(scope.get("scheme", "http"), scope.get("scheme"))
+    parsed = split_host(header(scope, b"host") or "")
+    if parsed is None or scheme not in ("http", "https"):
+        return None
+    return _origin(scheme, *parsed)
+
+
+def _origin(scheme: str, host: str, port: int | None) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    if port is None or port == DEFAULT_PORTS[scheme]:
+        return f"{scheme}://{shown}"
+    return f"{scheme}://{shown}:{port}"
 
 
 def header(scope: Scope, name: bytes) -> str | None:

@@ -43,6 +43,12 @@ class Settings(BaseSettings):
         "`*` for any) the service answers to besides loopback ones, the address it is bound to "
         "and the host of public_url. Other Host headers get 400 (DNS-rebinding protection).",
     )
+    allowed_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Origins (comma list of scheme://host[:port], `*` for any) whose pages may "
+        "change state or open websockets besides the service's own; every other Origin gets "
+        "403. Requests without an Origin (CLI, scripts, jobs) are not affected.",
+    )
     ray_address: str | None = Field(
         default=None,
         validation_alias=AliasChoices("ROLLOUT_RAY_ADDRESS", "RAY_ADDRESS", "ray_address"),
@@ -86,7 +92,7 @@ class Settings(BaseSettings):
         description="Log lines kept per experiment; older ones are dropped as new ones arrive.",
     )
 
-    @field_validator("allowed_hosts", mode="before")
+    @field_validator("allowed_hosts", "allowed_origins", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
         if isinstance(value, str):
