@@ -5,7 +5,9 @@ Two kinds of bearer tokens:
   needs it; unset, the service trusts loopback clients (and `rollout serve` refuses to listen
   elsewhere);
 - a job token, issued per experiment at launch: it authorises only the job-side endpoints of
-  that one experiment. Only its SHA-256 is stored.
+  that one experiment. Only its SHA-256 is stored. It never travels through Ray either: the
+  launcher puts a one-time claim in the job's runtime_env (which Ray's dashboard lists), and
+  the job exchanges it for its token over HTTP (`redeem_claim`); a claim read later is spent.
 
 A token never travels in a URL (access logs, browser history and proxies keep URLs). Browsers
 cannot set headers on a websocket handshake, so the dashboard offers two subprotocols:
@@ -21,7 +23,7 @@ import binascii
 import hashlib
 import hmac
 import secrets
-from typing import Annotated
+from typing import Annotated, Protocol
 
 from fastapi import Depends, Request, WebSocket
 
@@ -44,6 +46,31 @@ def token_matches(token: str | None, expected_hash: str | None) -> bool:
     if not token or not expected_hash:
         return False
     return hmac.compare_digest(hash_token(token), expected_hash)
+
+
+class HoldsJobToken(Protocol):
+    """A row with a job: an experiment or an evaluation."""
+
+    job_token_hash: str | None
+    job_claim_hash: str | None
+
+
+def issue_claim(row: HoldsJobToken) -> str:
+    """A one-time claim for the row's next job; any earlier token and claim stop working."""
+    claim = new_token()
+    row.job_claim_hash = hash_token(claim)
+    row.job_token_hash = None
+    return claim
+
+
+def redeem_claim(row: HoldsJobToken, claim: str) -> str | None:
+    """The job token for a valid claim (which is spent by it); None for any other claim."""
+    if not token_matches(claim, row.job_claim_hash):
+        return None
+    token = new_token()
+    row.job_claim_hash = None
+    row.job_token_hash = hash_token(token)
+    return token
 
 
 def bearer(authorization: str | None) -> str | None:

@@ -34,7 +34,7 @@ class Settings(BaseSettings):
     api_token: SecretStr | None = Field(
         default=None,
         description="When set, every /api/v1 request and websocket must present it as a bearer "
-        "token (websockets: as the subprotocol rollout.token.<token>). Required to listen on a "
+        "token (websockets: as the subprotocol rollout.token.<base64url>). Required to listen on a "
         "non-loopback address.",
     )
     allowed_hosts: Annotated[list[str], NoDecode] = Field(

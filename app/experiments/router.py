@@ -31,7 +31,7 @@ from app.experiments.schemas import (
 )
 from app.experiments.service import JobsControl
 from app.jobs.reconciler import job_dir
-from trainer.wire import LogLines, StatusReport
+from trainer.wire import JobTokenGrant, LogLines, StatusReport
 
 router = APIRouter(
     prefix="/experiments", tags=["experiments"], dependencies=[Depends(require_api_token)]
@@ -173,6 +173,16 @@ def get_logs(
 
 
 # --- job side ------------------------------------------------------------------------------------
+
+
+@job_router.post("/{experiment_id}/token", response_model=JobTokenGrant)
+def job_redeem_claim(
+    experiment_id: ExperimentId, claim: JobTokenDep, session: SessionDep
+) -> JobTokenGrant:
+    """Exchange the launcher's one-time claim (the bearer) for the job token."""
+    token = service.redeem_job_claim(session, experiment_id, claim)
+    session.commit()
+    return JobTokenGrant(token=token)
 
 
 @job_router.get("/{experiment_id}", response_model=JobExperiment)

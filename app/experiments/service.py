@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session
 
-from app.core.auth import hash_token, new_token, token_matches
+from app.core.auth import hash_token, issue_claim, new_token, redeem_claim, token_matches
 from app.core.db import publish_after_commit, utcnow
 from app.core.errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotFound
 from app.experiments.lifecycle import ExperimentStatus, can_transition
@@ -252,6 +252,23 @@ def issue_job_token(session: Session, experiment_id: int) -> str:
     exp = get(session, experiment_id, lock=True)
     token = new_token()
     exp.job_token_hash = hash_token(token)
+    return token
+
+
+def issue_job_claim(session: Session, experiment_id: int) -> str:
+    """The one-time claim the launcher hands to the experiment's next job."""
+    return issue_claim(get(session, experiment_id, lock=True))
+
+
+def redeem_job_claim(session: Session, experiment_id: int, claim: str) -> str:
+    """The job token for the launched job's claim; Forbidden once spent or the run ended."""
+    exp = get(session, experiment_id, lock=True)
+    token = redeem_claim(exp, claim) if exp.status in (S.running, S.stopping) else None
+    if token is None:
+        raise Forbidden(
+            f"this claim is not valid for experiment {experiment_id}: already redeemed, "
+            "replaced by a later launch, or the experiment is not running"
+        )
     return token
 
 
