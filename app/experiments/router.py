@@ -203,11 +203,14 @@ def job_get_experiment(
 def job_report_status(
     experiment_id: ExperimentId, body: StatusReport, token: JobTokenDep, session: SessionDep
 ) -> ExperimentPublic:
-    """Idempotent: reporting the status the experiment already has changes nothing.
+    """Idempotent: reporting the status the experiment already has changes nothing (even once
+    it ended: a retried final report). Any other report after the end is refused (403).
 
     `running` while a stop is in flight (`stopping`) is accepted and ignored: the stop wins.
     """
-    exp = service.authorize_job(session, experiment_id, token)
+    current = service.get(session, experiment_id).status
+    repeat = current.is_finished and current.value == body.status
+    exp = service.authorize_job(session, experiment_id, token, finished_ok=repeat, lock=True)
     if not (body.status == "running" and exp.status == ExperimentStatus.stopping):
         reason = body.reason or f"reported by job: {body.status}"
         exp = service.transition(
@@ -221,7 +224,7 @@ def job_report_status(
 def job_append_logs(
     experiment_id: ExperimentId, body: LogLines, token: JobTokenDep, session: SessionDep
 ) -> dict[str, int]:
-    service.authorize_job(session, experiment_id, token)
+    service.authorize_job(session, experiment_id, token, lock=True)
     count = service.append_logs(session, experiment_id, body.lines)
     session.commit()
     return {"lines": count}

@@ -272,11 +272,30 @@ def redeem_job_claim(session: Session, experiment_id: int, claim: str) -> str:
     return token
 
 
-def authorize_job(session: Session, experiment_id: int, token: str) -> Experiment:
-    """The experiment, if `token` is its job token; Forbidden otherwise (incl. other jobs')."""
-    exp = get(session, experiment_id)
+def authorize_job(
+    session: Session,
+    experiment_id: int,
+    token: str,
+    *,
+    finished_ok: bool = False,
+    lock: bool = False,
+) -> Experiment:
+    """The experiment, if `token` is its job token and its run has not ended; Forbidden
+    otherwise (other jobs' tokens included).
+
+    A job token is revoked by its experiment's end (final: a resume is a new experiment with a
+    new token). Once succeeded / failed / stopped, nothing it sends is taken (no late metrics,
+    logs, checkpoints, status), so a job still running behind a terminal status (a zombie)
+    cannot rewrite what the experiment shows. `finished_ok` lets a retried final status report
+    through (it changes nothing). Writers pass `lock` so an end committed meanwhile is seen.
+    """
+    exp = get(session, experiment_id, lock=lock)
     if not token_matches(token, exp.job_token_hash):
         raise Forbidden(f"this token may not write to experiment {experiment_id}")
+    if exp.status.is_finished and not finished_ok:
+        raise Forbidden(
+            f"experiment {experiment_id} has ended ({exp.status.value}): its job token is revoked"
+        )
     return exp
 
 
