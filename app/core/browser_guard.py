@@ -79,13 +79,18 @@ class AllowedHosts:
     @classmethod
     def from_settings(cls, settings: Settings) -> AllowedHosts:
         entries = [e.strip().lower() for e in settings.allowed_hosts if e.strip()]
-        names = {e.strip("[]").rstrip(".") for e in entries if not e.startswith(".")}
+        # A listed port is ignored: the check is on names, as for loopback ones.
+        names = {
+            parsed[0]
+            for e in entries
+            if not e.startswith(".") and (parsed := split_host(e)) is not None
+        }
         if settings.host not in WILDCARD_BINDS:
             names.add(settings.host.lower().strip("[]"))
         if settings.public_url and (public := urlsplit(settings.public_url).hostname):
             names.add(public.lower())
         suffixes = tuple(e for e in entries if e.startswith(".") and len(e) > 1)
-        return cls(frozenset(names - {"*"}), suffixes, any_host="*" in entries)
+        return cls(frozenset(names), suffixes, any_host="*" in entries)
 
     def allows(self, host: str) -> bool:
         if self.any_host or is_loopback(host) or host in self.names:

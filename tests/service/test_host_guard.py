@@ -89,8 +89,9 @@ def test_websockets_with_a_foreign_host_are_refused(serve):
 
 
 def test_configured_hosts_and_domains_are_answered(serve):
-    client = serve(allowed_hosts=["rollout.example.com", ".corp.test"])
-    for host in ("rollout.example.com", "Rollout.Example.Com:443", "corp.test", "a.b.corp.test"):
+    client = serve(allowed_hosts=["rollout.example.com", ".corp.test", "[fd00::1]", "b.test:81"])
+    hosts = ("rollout.example.com", "Rollout.Example.Com:443", "corp.test", "a.b.corp.test")
+    for host in (*hosts, "[fd00::1]:8000", "b.test"):
         assert client.get("/health", headers={"host": host}).status_code == 200, host
     for host in ("example.com", "evilcorp.test", "rollout.example.com.evil.test"):
         assert_refused(client.get("/health", headers={"host": host}))
