@@ -98,6 +98,11 @@ class AllowedHosts:
         return any(host == s[1:] or host.endswith(s) for s in self.suffixes)
 
 
+# Health probes address the machine, not a name: Kubernetes sends `Host: <pod IP>`. /health
+# is open without a token anyway, so answering it under any name gives a rebinding page nothing.
+OPEN_PATHS = frozenset({"/health"})
+
+
 class HostGuard:
     """Answer only requests addressed to an allowed host (DNS-rebinding protection)."""
 
@@ -107,6 +112,9 @@ class HostGuard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket") or self.allowed.any_host:
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "http" and scope["path"] in OPEN_PATHS and scope["method"] == "GET":
             await self.app(scope, receive, send)
             return
         raw = header(scope, b"host")

@@ -59,8 +59,15 @@ def test_loopback_hosts_are_answered(serve, host):
 )
 def test_foreign_hosts_are_refused_with_the_error_envelope(serve, host):
     client = serve()
-    for path in ("/api/v1/experiments", "/health", "/api/v1/no-such-route", "/"):
+    for path in ("/api/v1/experiments", "/api/v1/health", "/api/v1/no-such-route", "/"):
         assert_refused(client.get(path, headers={"host": host}))
+
+
+def test_health_probes_may_use_any_host(serve):
+    """Kubernetes probes send `Host: <pod IP>`; /health is open without a token anyway."""
+    client = serve()
+    assert client.get("/health", headers={"host": "10.244.0.17:8000"}).status_code == 200
+    assert_refused(client.post("/health", headers={"host": "10.244.0.17:8000"}))
 
 
 def test_a_dns_rebinding_page_cannot_stop_or_submit(serve):
@@ -92,27 +99,27 @@ def test_configured_hosts_and_domains_are_answered(serve):
     client = serve(allowed_hosts=["rollout.example.com", ".corp.test", "[fd00::1]", "b.test:81"])
     hosts = ("rollout.example.com", "Rollout.Example.Com:443", "corp.test", "a.b.corp.test")
     for host in (*hosts, "[fd00::1]:8000", "b.test"):
-        assert client.get("/health", headers={"host": host}).status_code == 200, host
+        assert client.get("/api/v1/health", headers={"host": host}).status_code == 200, host
     for host in ("example.com", "evilcorp.test", "rollout.example.com.evil.test"):
-        assert_refused(client.get("/health", headers={"host": host}))
+        assert_refused(client.get("/api/v1/health", headers={"host": host}))
 
 
 def test_the_bound_address_and_the_public_url_host_are_answered(serve):
     client = serve(host="10.1.2.3", public_url="https://rollout.internal/")
     for host in ("10.1.2.3:8000", "rollout.internal", "127.0.0.1:8000"):
-        assert client.get("/health", headers={"host": host}).status_code == 200, host
-    assert_refused(client.get("/health", headers={"host": "10.1.2.4:8000"}))
+        assert client.get("/api/v1/health", headers={"host": host}).status_code == 200, host
+    assert_refused(client.get("/api/v1/health", headers={"host": "10.1.2.4:8000"}))
 
 
 def test_a_wildcard_bind_is_not_a_host_name(serve):
     client = serve(host="0.0.0.0")
-    assert_refused(client.get("/health", headers={"host": "0.0.0.0:8000"}))
-    assert_refused(client.get("/health", headers={"host": "myserver:8000"}))
+    assert_refused(client.get("/api/v1/health", headers={"host": "0.0.0.0:8000"}))
+    assert_refused(client.get("/api/v1/health", headers={"host": "myserver:8000"}))
 
 
 def test_star_answers_every_host(serve):
     client = serve(allowed_hosts=["*"])
-    assert client.get("/health", headers={"host": "anything.test"}).status_code == 200
+    assert client.get("/api/v1/health", headers={"host": "anything.test"}).status_code == 200
 
 
 def test_allowed_hosts_is_a_comma_list_in_the_environment(monkeypatch):
