@@ -52,6 +52,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "--token) or listen on 127.0.0.1.",
             code=2,
         )
+    if settings.host in ("0.0.0.0", "::") and not settings.allowed_hosts:
+        print(
+            f"note: listening on {settings.host}, but only Host headers naming this machine's "
+            "loopback addresses are answered; set ROLLOUT_ALLOWED_HOSTS to the names clients "
+            "use to reach it (docs/operations.md).",
+            file=sys.stderr,
+        )
     uvicorn.run(
         create_app(settings),
         host=settings.host,

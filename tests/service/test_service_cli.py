@@ -23,17 +23,22 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @contextlib.contextmanager
-def running_service(data_dir: Path, port: int) -> Iterator[str]:
-    """`rollout serve` with jobs off; SIGINT on exit, which must end it cleanly."""
+def running_service(
+    data_dir: Path, port: int, token: str | None = None, log: list[str] | None = None
+) -> Iterator[str]:
+    """`rollout serve` with jobs off; SIGINT on exit, which must end it cleanly. Its log
+    (uvicorn's, access lines included) is appended to `log` once it has stopped."""
     env = {
         "ROLLOUT_JOBS_ENABLED": "false",
         "ROLLOUT_FRONTEND_DIR": str(data_dir / "no-frontend"),
-        "ROLLOUT_API_TOKEN": None,
+        "ROLLOUT_API_TOKEN": token,
         "ROLLOUT_DATABASE_URL": None,
     }
     with rollout_serve(data_dir, port=port, env=env, stop_timeout_s=20) as served:
         yield served.url
     assert served.proc.returncode == 0, served.log_path.read_text()[-2000:]
+    if log is not None:
+        log.append(served.log_path.read_text())
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +121,39 @@ def test_watch_follows_until_success_and_download(server, tmp_path, capsys):
     assert (
         main(["download", str(exp_id), "--checkpoint", "77", "-o", str(target), "--url", url]) == 1
     )
+
+
+def test_watch_with_a_token_keeps_it_out_of_the_server_log(tmp_path, capsys):
+    token = "cli-s3cret-token"
+    log: list[str] = []
+    with running_service(tmp_path, free_ports(1)[0], token=token, log=log) as url:
+        exp_id = _submit_with_token(url, tmp_path, capsys, token)
+        job = httpx.Client(
+            base_url=f"{url}/api/v1/jobs/experiments/{exp_id}",
+            headers={"Authorization": f"Bearer {_token(tmp_path, exp_id)}"},
+        )
+        job.post("/status", json={"status": "running"}).raise_for_status()
+        result: dict[str, int] = {}
+        args = ["watch", str(exp_id), "--url", url, "--token", token]
+        watcher = threading.Thread(target=lambda: result.update(rc=main(args)))
+        watcher.start()
+        time.sleep(1.0)
+        rows = [{"step": 5000, "time_s": 1.0, "values": {"episode_return_mean": 42.5}}]
+        job.post("/metrics", json={"rows": rows}).raise_for_status()
+        job.post("/status", json={"status": "succeeded"}).raise_for_status()
+        watcher.join(timeout=30)
+        assert not watcher.is_alive() and result["rc"] == 0
+        assert "status: succeeded" in capsys.readouterr().out
+    [text] = log
+    assert f"/api/v1/experiments/{exp_id}/stream" in text  # the websocket was logged...
+    assert token not in text  # ...without the token
+
+
+def _submit_with_token(url: str, tmp_path: Path, capsys, token: str) -> int:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(SMALL_CONFIG))
+    assert main(["submit", str(config), "--url", url, "--token", token]) == 0
+    return int(capsys.readouterr().out.strip())
 
 
 def test_unreachable_service_is_a_clear_message(capsys):

@@ -126,10 +126,24 @@ export function checkpointDownloadUrl(id: number, cid: number | "best" | "latest
   return `${API}/experiments/${id}/checkpoints/${cid}/download`;
 }
 
-/** ws:// URL for a stream path under /api/v1, with the API token when one is configured. */
+/** ws:// URL for a stream path under /api/v1. Never carries the token: servers log URLs. */
 export function wsUrl(path: string, params: Record<string, string | number | null | undefined> = {}): string {
   const proto = location.protocol === "https:" ? "wss" : "ws";
-  return `${proto}://${location.host}${API}${path}${query({ ...params, token: apiToken() })}`;
+  return `${proto}://${location.host}${API}${path}${query(params)}`;
+}
+
+/**
+ * Websocket subprotocols to offer: "rollout", plus the API token as
+ * "rollout.token.<base64url>" when one is configured (browsers cannot set an Authorization
+ * header on a websocket; the service answers "rollout" and never echoes the token back).
+ */
+export function streamProtocols(token: string | null = apiToken()): string[] {
+  if (!token) return ["rollout"];
+  const bytes = new TextEncoder().encode(token);
+  let binary = "";
+  for (const b of bytes) binary += String.fromCharCode(b);
+  const encoded = btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  return ["rollout", `rollout.token.${encoded}`];
 }
 
 /**
