@@ -31,6 +31,7 @@ from app.experiments.schemas import (
 )
 from app.metrics.schemas import MetricNames, SeriesResponse
 from app.presets.schemas import PresetList, ResolvedConfig
+from app.references.schemas import ReferenceCurves, ReferenceList
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 API_PREFIX = "/api/v1"
@@ -346,7 +347,7 @@ class RolloutClient:
     def delete_evaluation(self, evaluation_id: int) -> None:
         self.request("DELETE", f"/evaluations/{evaluation_id}")
 
-    # --- presets ------------------------------------------------------------------
+    # --- presets and references ------------------------------------------------------------------
 
     def presets(self) -> PresetList:
         return self._model(PresetList, "GET", "/presets")
@@ -356,6 +357,11 @@ class RolloutClient:
         return self._model(
             ResolvedConfig, "POST", "/presets/resolve", json={"config": dict(config)}
         )
+
+    def references(self, env_id: str | None = None) -> list[ReferenceCurves]:
+        """Peer learning curves shipped with the service, for one env id or all (may be empty)."""
+        params = {"env_id": env_id} if env_id is not None else None
+        return self._model(ReferenceList, "GET", "/references", params=params).items
 
 
 Finishable = TypeVar("Finishable", ExperimentDetail, EvaluationDetail)

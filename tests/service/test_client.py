@@ -240,7 +240,7 @@ def test_evaluate_and_wait_for_the_evaluation(
     assert rollout.evaluations(exp.id) == []
 
 
-def test_presets_and_resolve(rollout: RolloutClient):
+def test_presets_resolve_and_references(rollout: RolloutClient):
     names = {p.name for p in rollout.presets().items}
     assert {"classic_control", "classic_control_continuous"} <= names
     resolved = rollout.resolve_config({"env_id": "Acrobot-v1"})
@@ -248,6 +248,9 @@ def test_presets_and_resolve(rollout: RolloutClient):
     with pytest.raises(APIError) as info:
         rollout.resolve_config({"env_id": "CartPole-v1", "gamma": 5})
     assert info.value.status == 422 and info.value.field == "config.gamma"
+    assert rollout.references("NoSuchEnv-v0") == []
+    (cartpole,) = rollout.references("CartPole-v1")
+    assert cartpole.env_id == "CartPole-v1" and len(cartpole.env_steps.x) > 0
 
 
 def test_unreachable_service_is_service_unreachable():
