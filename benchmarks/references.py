@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import json
+import math
 import os
 import platform
 import subprocess
@@ -98,23 +99,34 @@ def band(
     curves: Sequence[tuple[Sequence[float], Sequence[float]]], points: int, x_digits: int = 2
 ) -> Band:
     """Mean and min/max over curves on a common grid, from where every curve has a value to
-    where the last one ends (a curve that ended earlier holds its final value). x is rounded
-    to `x_digits` decimals (0: whole numbers, for env steps)."""
+    where the last one ends (a curve that ended earlier holds its final value).
+
+    x is rounded to `x_digits` decimals (0: whole numbers, for env steps) and the values are
+    taken at the rounded x; the two ends round up, so the first point has every curve and the
+    last one every curve's final value."""
     lo = max(xs[0] for xs, _ in curves)
     hi = max(xs[-1] for xs, _ in curves)
+    xs_grid = grid(lo, hi, points)
     out: dict[str, list[float]] = {"x": [], "mean": [], "min": [], "max": []}
-    for x in grid(lo, hi, points):
+    for i, raw in enumerate(xs_grid):
+        x = _round(raw, x_digits, up=i in (0, len(xs_grid) - 1))
+        if out["x"] and x <= out["x"][-1]:
+            continue  # a grid finer than the rounding
         values = [value_at(xs, ys, x) for xs, ys in curves]
         present = [v for v in values if v is not None]
         assert len(present) == len(values), "the grid starts where every curve has a value"
-        rounded = round(x) if x_digits == 0 else round(x, x_digits)
-        if out["x"] and rounded <= out["x"][-1]:
-            continue  # a grid finer than the rounding
-        out["x"].append(rounded)
+        out["x"].append(x)
         out["mean"].append(round(sum(present) / len(present), 3))
         out["min"].append(round(min(present), 3))
         out["max"].append(round(max(present), 3))
     return Band(**out)
+
+
+def _round(x: float, digits: int, up: bool) -> float:
+    scale = 10**digits
+    # round(..., 6) first: 0.23 * 100 is 23.000000000000004, whose ceiling would be 24.
+    scaled = math.ceil(round(x * scale, 6)) if up else round(x * scale)
+    return int(scaled) if digits == 0 else scaled / scale
 
 
 def curves_of(

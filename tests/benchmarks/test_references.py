@@ -43,6 +43,17 @@ def test_band_starts_where_all_curves_have_values_and_holds_finished_ones():
     assert out.mean == [2.0, 2.0, 7.0, 8.0, 13.0]
 
 
+def test_band_ends_round_up_so_every_curve_is_in():
+    a = ([0.123, 1.0], [1.0, 2.0])
+    b = ([0.2, 1.2345], [3.0, 4.0])
+    out = band([a, b], points=3)
+    # lo 0.2, hi 1.2345: the ends round up to 0.2 and 1.24; the middle 0.71725 to 0.72.
+    assert out.x == [0.2, 0.72, 1.24]
+    assert out.min == [1.0, 1.0, 2.0] and out.max == [3.0, 3.0, 4.0]
+    late = band([([0.1234, 1.0], [5.0, 6.0])], points=2)
+    assert late.x == [0.13, 1.0] and late.mean == [5.0, 6.0]
+
+
 def test_several_episodes_ending_on_one_step_keep_the_last_window():
     eps = _episodes((1, 8, 2.0), (1, 8, 4.0), (2, 16, 6.0))
     (by_steps,), (by_time,) = curves_of([eps], window=100)
