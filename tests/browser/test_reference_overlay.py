@@ -67,6 +67,14 @@ def _check_overlay(page: Any, chart: str, label: str, reference_end: float, shot
     expect(mean_row).to_have_class("u-series u-off")
     wait_until(lambda: _x_max(page, chart) <= ITERATIONS * 512, 15, "own x range again")
 
+    # A click on a reference's legend entry toggles the whole reference, toggle included.
+    _legend_row(page, chart, f"{label} max").locator(".u-label").click()
+    expect(toggle.locator("input")).to_be_checked()
+    expect(mean_row).to_have_class("u-series")
+    wait_until(lambda: _x_max(page, chart) >= reference_end, 15, "x axis out again")
+    toggle.locator("input").uncheck()
+    expect(_legend_row(page, chart, f"{label} max")).to_have_class("u-series u-off")
+
 
 def test_reference_overlay_on_experiment_and_compare_pages(
     browser: Any, frontend_dist: Path, tmp_path: Path, artifacts: Path

@@ -66,6 +66,7 @@ export class MetricChart {
   private plot: uPlot | null = null;
   private data: Aligned = [[]];
   private opts: ChartOptions;
+  private readonly shownListeners: ((index: number, show: boolean) => void)[] = [];
   /** True while the user looks at a zoomed range: live updates then keep the x scale. */
   zoomed = false;
   private readonly resizeObserver: ResizeObserver;
@@ -119,6 +120,15 @@ export class MetricChart {
       cursor: { drag: { x: true, y: false, setScale: true }, sync: o.syncKey ? { key: o.syncKey } : undefined },
       legend: { live: true },
       hooks: {
+        // A legend click shows or hides a line: remember it (rebuilds keep it) and tell listeners.
+        setSeries: [
+          (_u, index, change) => {
+            const line = index === null ? undefined : this.opts.lines[index - 1];
+            if (!line || change.show === undefined || index === null) return;
+            line.show = change.show;
+            for (const listener of this.shownListeners) listener(index, change.show);
+          },
+        ],
         // How many x positions are actually drawn (the rendered index window): lets tests and
         // benchmarks see what is on screen, not just what is held.
         draw: [
@@ -172,9 +182,14 @@ export class MetricChart {
   /** Show or hide a line (uPlot series index, 1-based), as a legend click would. */
   setShown(index: number, show: boolean): void {
     const line = this.opts.lines[index - 1];
-    if (!line) return;
+    if (!line || line.show === show) return;
     line.show = show;
     this.plot?.setSeries(index, { show });
+  }
+
+  /** Called whenever a line is shown or hidden (by `setShown` or a click on the legend). */
+  onShown(listener: (index: number, show: boolean) => void): void {
+    this.shownListeners.push(listener);
   }
 
   /** New data for the same lines. Keeps the zoomed x range while zoomed. */

@@ -19,6 +19,7 @@ interface Entry {
   ref: Reference;
   first: number; // uPlot series index of its mean line (max and min follow)
   shown: boolean;
+  box: HTMLInputElement;
 }
 
 export function describeSettings(ref: Reference): string {
@@ -42,6 +43,7 @@ export class ReferenceOverlay {
 
   /** Fetch the references of these env ids (each once) and add them to `chart`. */
   async load(chart: MetricChart, envIds: readonly string[]): Promise<void> {
+    if (this.chart !== chart) chart.onShown((index, show) => this.onShown(index, show));
     this.chart = chart;
     const wanted = [...new Set(envIds)].filter((id) => id && !this.requested.has(id));
     for (const id of wanted) this.requested.add(id);
@@ -62,20 +64,30 @@ export class ReferenceOverlay {
       ],
       [1, 2],
     );
-    const entry: Entry = { ref, first, shown: false };
+    const box = el("input", { type: "checkbox", name: "reference", "data-env": ref.env_id });
+    const entry: Entry = { ref, first, shown: false, box };
     this.entries.push(entry);
     this.root.appendChild(this.toggle(entry, name));
     this.root.hidden = false;
   }
 
+  /** Show or hide a reference's three lines together, from its toggle or the legend. */
+  private setEntry(entry: Entry, shown: boolean): void {
+    if (entry.shown === shown) return;
+    entry.shown = shown;
+    entry.box.checked = shown;
+    for (let i = 0; i < 3; i++) this.chart?.setShown(entry.first + i, shown);
+    this.onChange();
+  }
+
+  private onShown(index: number, show: boolean): void {
+    const entry = this.entries.find((e) => index >= e.first && index < e.first + 3);
+    if (entry) this.setEntry(entry, show);
+  }
+
   private toggle(entry: Entry, name: string): HTMLElement {
-    const { ref } = entry;
-    const box = el("input", { type: "checkbox", name: "reference", "data-env": ref.env_id });
-    box.addEventListener("change", () => {
-      entry.shown = box.checked;
-      for (let i = 0; i < 3; i++) this.chart?.setShown(entry.first + i, entry.shown);
-      this.onChange();
-    });
+    const { ref, box } = entry;
+    box.addEventListener("change", () => this.setEntry(entry, box.checked));
     const seeds = ref.seeds.length;
     const settings = describeSettings(ref);
     const details = `${ref.source}. Settings: ${settings}. ${ref.budget_env_steps.toLocaleString()} env steps per run; ${ref.machine}. Regenerate: ${ref.command}.${ref.notes ? ` ${ref.notes}.` : ""}`;
