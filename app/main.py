@@ -37,6 +37,7 @@ from app.metrics.router import job_router as metrics_jobs
 from app.metrics.router import router as metrics
 from app.metrics.service import metrics_message_between
 from app.presets.router import router as presets
+from app.references.router import router as references
 
 API_PREFIX = "/api/v1"
 
@@ -99,6 +100,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         metrics,
         checkpoints,
         presets,
+        references,
         experiments_jobs,
         metrics_jobs,
         checkpoints_jobs,

@@ -193,3 +193,64 @@ def test_watch_resumes_after_the_service_restarts(tmp_path, capsys):
     assert not watcher.is_alive() and result["rc"] == 0
     out = capsys.readouterr().out
     assert "env_steps 2500/10000" in out and "status: succeeded" in out
+
+
+def test_show_fork_wait_delete(server, tmp_path, capsys):
+    url, _ = server
+    exp_id = _submit(url, tmp_path, capsys, name="shown")
+    assert main(["show", str(exp_id), "--url", url]) == 0
+    out = capsys.readouterr().out
+    assert f"experiment {exp_id}: shown" in out and "status      pending" in out
+    assert "-> pending: " in out  # the timeline
+
+    args = ["fork", str(exp_id), "--set", "lr=0.001", "--set", "stop.env_steps=5000"]
+    assert main([*args, "--name", "forked", "--url", url]) == 0
+    fork_id = int(capsys.readouterr().out.strip())
+    assert main(["show", str(fork_id), "--json", "--url", url]) == 0
+    forked = json.loads(capsys.readouterr().out)
+    assert forked["parent_id"] == exp_id and forked["name"] == "forked"
+    assert forked["config"]["lr"] == 0.001 and forked["config"]["stop"]["env_steps"] == 5000
+    assert main(["fork", str(exp_id), "--set", "lr=-1", "--url", url]) == 1
+    assert "config.lr" in capsys.readouterr().err
+    assert main(["fork", str(exp_id), "--set", "lr", "--url", url]) == 2
+    assert "expected FIELD=VALUE" in capsys.readouterr().err
+
+    assert main(["wait", str(fork_id), "--timeout", "0.5", "--url", url]) == 3
+    assert "still pending" in capsys.readouterr().err
+    assert main(["resume", str(exp_id), "--url", url]) == 1
+    assert "error 409" in capsys.readouterr().err
+    assert main(["delete", str(exp_id), "--url", url]) == 1  # not finished
+    assert main(["stop", str(exp_id), "--url", url]) == 0
+    assert main(["wait", str(exp_id), "--url", url]) == 1  # ended, but not succeeded
+    assert "status: stopped" in capsys.readouterr().out
+    assert main(["delete", str(exp_id), "--url", url]) == 0
+    assert "deleted" in capsys.readouterr().out
+    assert main(["show", str(exp_id), "--url", url]) == 1
+    assert "error 404" in capsys.readouterr().err
+
+
+def test_presets_and_evaluate_remote(server, tmp_path, capsys):
+    url, data_dir = server
+    assert main(["presets", "--url", url]) == 0
+    assert "classic_control" in capsys.readouterr().out
+    config = tmp_path / "acrobot.json"
+    config.write_text(json.dumps({"env_id": "Acrobot-v1"}))
+    assert main(["presets", "--resolve", str(config), "--url", url]) == 0
+    out = capsys.readouterr().out
+    assert "preset: classic_control + Acrobot" in out and '"num_epochs": 4' in out
+
+    exp_id = _submit(url, tmp_path, capsys, name="evaluated")
+    assert main(["evaluate-remote", str(exp_id), "--url", url]) == 1
+    assert "error 409" in capsys.readouterr().err  # no checkpoint yet
+    job = httpx.Client(base_url=f"{url}/api/v1/jobs/experiments/{exp_id}")
+    job.headers["Authorization"] = f"Bearer {_token(data_dir, exp_id)}"
+    job.put("/checkpoints", params={"iteration": 1, "env_steps": 100}, content=b"x")
+    args = ["evaluate-remote", str(exp_id), "--episodes", "3", "--url", url]
+    assert main([*args, "--no-wait"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("evaluation ") and "(iteration 1), 3 episodes" in out
+    # Jobs are off in this service: the evaluation stays pending until the wait runs out.
+    assert main([*args, "--timeout", "0.5"]) == 3
+    assert "still pending" in capsys.readouterr().err
+    assert main([*args, "--episodes", "0"]) == 1
+    assert "episodes" in capsys.readouterr().err

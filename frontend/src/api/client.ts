@@ -12,6 +12,7 @@ import type {
   FieldError,
   MetricsResponse,
   PPOConfig,
+  ReferenceList,
   ResolvedConfig,
 } from "./types";
 
@@ -120,6 +121,7 @@ export const api = {
   evaluations: (id: number) => request<Evaluation[]>("GET", `/experiments/${id}/evaluations`),
   evaluation: (eid: number) => request<EvaluationDetail>("GET", `/evaluations/${eid}`),
   deleteEvaluation: (eid: number) => request<void>("DELETE", `/evaluations/${eid}`),
+  references: (envId: string) => request<ReferenceList>("GET", `/references${query({ env_id: envId })}`),
 };
 
 export function checkpointDownloadUrl(id: number, cid: number | "best" | "latest"): string {
