@@ -36,6 +36,7 @@ from app.metrics.router import job_router as metrics_jobs
 from app.metrics.router import router as metrics
 from app.metrics.service import metrics_message_between
 from app.presets.router import router as presets
+from app.sweeps.router import router as sweeps
 
 API_PREFIX = "/api/v1"
 
@@ -100,6 +101,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         checkpoints_jobs,
         evaluations,
         evaluations_jobs,
+        sweeps,
         live,
         system.api_router,
     ):
