@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
-from sqlalchemy import Connection, bindparam, text
+from sqlalchemy import Connection
 
 from app.metrics import rollups
 from app.sweeps import aggregate
@@ -40,26 +41,44 @@ class GroupRef:
     members: list[MemberRef]
 
 
-_ENDS = text(
-    """
-    WITH ends AS (
-      SELECT e.id AS eid,
-        (SELECT MIN(step) FROM metric_points WHERE experiment_id = e.id AND name = :n) AS lo,
-        (SELECT MAX(step) FROM metric_points WHERE experiment_id = e.id AND name = :n) AS hi
-      FROM experiments e WHERE e.id IN :ids
-    )
-    SELECT p.experiment_id, p.step, p.value FROM ends
-    JOIN metric_points p ON p.experiment_id = ends.eid AND p.name = :n
-      AND p.step IN (ends.lo, ends.hi)
-    """
-).bindparams(bindparam("ids", expanding=True))
-_ROLLUPS = text(
+# Member ids are integers from our own rows, written into the SQL; the name is a parameter
+# ({n}: ":n" on SQLite, "%(n)s" on PostgreSQL). Run on the DB-API cursor: these reads return
+# tens of thousands of rows, and SQLAlchemy's Row objects would cost more than the query.
+_ENDS = """
+WITH ends AS (
+  SELECT e.id AS eid,
+    (SELECT MIN(step) FROM metric_points WHERE experiment_id = e.id AND name = {n}) AS lo,
+    (SELECT MAX(step) FROM metric_points WHERE experiment_id = e.id AND name = {n}) AS hi
+  FROM experiments e WHERE e.id IN ({ids})
+)
+SELECT p.experiment_id, p.step, p.value FROM ends
+JOIN metric_points p ON p.experiment_id = ends.eid AND p.name = {n}
+  AND p.step IN (ends.lo, ends.hi)
+"""
+_ROLLUPS = (
     "SELECT experiment_id, min_step, min_value, max_step, max_value FROM metric_rollups "
-    "WHERE experiment_id IN :ids AND name = :n AND level = :l"
-).bindparams(bindparam("ids", expanding=True))
-_RAW = text(
-    "SELECT experiment_id, step, value FROM metric_points WHERE experiment_id IN :ids AND name = :n"
-).bindparams(bindparam("ids", expanding=True))
+    "WHERE experiment_id IN ({ids}) AND name = {n} AND level = {level}"
+)
+_RAW = (
+    "SELECT experiment_id, step, value FROM metric_points "
+    "WHERE experiment_id IN ({ids}) AND name = {n}"
+)
+
+
+def _fetch(
+    connection: Connection, sql: str, ids: Sequence[int], name: str, width: int, level: int = 0
+) -> np.ndarray:
+    """Rows of `sql` as a float array [R, width], on the session's own DB-API connection."""
+    placeholder = "%(n)s" if connection.dialect.name == "postgresql" else ":n"
+    query = sql.format(n=placeholder, ids=",".join(str(int(i)) for i in ids), level=int(level))
+    cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(query, {"n": name})
+        rows = cursor.fetchall()
+    finally:
+        cursor.close()
+    flat = np.fromiter(chain.from_iterable(rows), dtype=np.float64, count=len(rows) * width)
+    return flat.reshape(-1, width)
 
 
 def _level(lo: int, hi: int, points: int) -> int | None:
@@ -78,17 +97,14 @@ def read_series(
     connection: Connection, ids: Sequence[int], name: str, points: int
 ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Member id -> (steps ascending [K], values [K]) for the members that have `name`."""
-    ends = connection.execute(_ENDS, {"ids": list(ids), "n": name}).all()
-    if not ends:
+    end_rows = _fetch(connection, _ENDS, ids, name, 3)
+    if not len(end_rows):
         return {}
-    end_rows = np.array(ends, dtype=np.float64).reshape(-1, 3)
     level = _level(int(end_rows[:, 1].min()), int(end_rows[:, 1].max()), points)
-    params = {"ids": list(ids), "n": name}
     if level is None:
-        rows = np.array(connection.execute(_RAW, params).all(), dtype=np.float64).reshape(-1, 3)
+        rows = _fetch(connection, _RAW, ids, name, 3)
     else:
-        buckets = connection.execute(_ROLLUPS, {**params, "l": level}).all()
-        b = np.array(buckets, dtype=np.float64).reshape(-1, 5)
+        b = _fetch(connection, _ROLLUPS, ids, name, 5, level)
         rows = np.concatenate([b[:, [0, 1, 2]], b[:, [0, 3, 4]], end_rows])
     # Sort by (member, step) and drop repeated points (a bucket's min and max can be one point).
     rows = rows[np.lexsort((rows[:, 1], rows[:, 0]))]
@@ -104,7 +120,7 @@ def read_series(
 
 
 def _floats(values: np.ndarray) -> list[float | None]:
-    return [None if np.isnan(v) else float(v) for v in values.tolist()]
+    return [None if v != v else v for v in values.tolist()]  # NaN != NaN: no value there
 
 
 def group_metrics(
@@ -119,14 +135,14 @@ def group_metrics(
         first = np.array([s[0][0] for s in series.values()])
         last = np.array([s[0][-1] for s in series.values()])
         grid = aggregate.common_grid(first, last, points)
+    present = [[m for m in g.members if m.id in series] for g in groups]
+    values = np.full((len(groups), max((len(p) for p in present), default=0), len(grid)), np.nan)
+    for k, members in enumerate(present):
+        for row, member in enumerate(members):
+            values[k, row] = aggregate.on_grid(*series[member.id], grid)
+    stats = aggregate.group_stats(values)
     out = []
-    for group in groups:
-        present = [m for m in group.members if m.id in series]
-        matrix = np.full((len(present), len(grid)), np.nan)
-        for row, member in enumerate(present):
-            steps, values = series[member.id]
-            matrix[row] = aggregate.on_grid(steps, values, grid)
-        stats = aggregate.group_stats(matrix, group.index)
+    for k, (group, members) in enumerate(zip(groups, present, strict=True)):
         finals = [
             MemberFinal(
                 experiment_id=m.id,
@@ -134,7 +150,7 @@ def group_metrics(
                 step=int(series[m.id][0][-1]),
                 value=float(series[m.id][1][-1]),
             )
-            for m in present
+            for m in members
         ]
         last_values = [f.value for f in finals]
         out.append(
@@ -143,12 +159,12 @@ def group_metrics(
                 label=label(group.point),
                 point=group.point,
                 member_ids=[m.id for m in group.members],
-                n=stats.n.tolist(),
-                mean=_floats(stats.mean),
-                min=_floats(stats.min),
-                max=_floats(stats.max),
-                ci_low=_floats(stats.ci_low),
-                ci_high=_floats(stats.ci_high),
+                n=stats.n[k].tolist(),
+                mean=_floats(stats.mean[k]),
+                min=_floats(stats.min[k]),
+                max=_floats(stats.max[k]),
+                ci_low=_floats(stats.ci_low[k]),
+                ci_high=_floats(stats.ci_high[k]),
                 final=FinalReturn(
                     n=len(finals),
                     mean=float(np.mean(last_values)) if finals else None,

@@ -313,9 +313,8 @@ def test_metrics_without_points_and_bad_names(client: TestClient) -> None:
 # --- the bootstrap itself -------------------------------------------------------------------------
 
 
-def _loop_bootstrap(matrix: np.ndarray, group_index: int) -> tuple[list, list]:
+def _loop_bootstrap(matrix: np.ndarray) -> tuple[list, list]:
     """The same resampling contract, one column at a time in plain Python."""
-    rng = np.random.default_rng([aggregate.BOOTSTRAP_SEED, group_index])
     columns = [[v for v in matrix[:, j] if not np.isnan(v)] for j in range(matrix.shape[1])]
     counts = [len(c) for c in columns]
     low: list = [None] * len(columns)
@@ -326,6 +325,7 @@ def _loop_bootstrap(matrix: np.ndarray, group_index: int) -> tuple[list, list]:
             for j in cols:
                 low[j] = high[j] = columns[j][0]
             continue
+        rng = np.random.default_rng([aggregate.BOOTSTRAP_SEED, count])
         weights = rng.multinomial(count, [1.0 / count] * count, size=aggregate.BOOTSTRAP_RESAMPLES)
         for j in cols:
             values = sorted(columns[j])
@@ -343,16 +343,18 @@ def test_bootstrap_matches_the_loop_and_covers_the_normal_interval() -> None:
     matrix[5, 10:] = np.nan
     matrix[:5, 28:] = np.nan  # one member left: its value is the interval
     matrix[:, 29] = np.nan  # nobody there
-    stats = aggregate.group_stats(matrix, 2)
-    low, high = _loop_bootstrap(matrix, 2)
+    other = rng.normal(0, 1, size=(6, 30))  # a second group, batched with the first
+    stats = aggregate.group_stats(np.stack([other, matrix]))
+    low, high = _loop_bootstrap(matrix)
     for j in range(30):
         if low[j] is None:
-            assert np.isnan(stats.ci_low[j]) and np.isnan(stats.ci_high[j])
+            assert np.isnan(stats.ci_low[1, j]) and np.isnan(stats.ci_high[1, j])
         else:
-            assert stats.ci_low[j] == pytest.approx(low[j])
-            assert stats.ci_high[j] == pytest.approx(high[j])
+            assert stats.ci_low[1, j] == pytest.approx(low[j])
+            assert stats.ci_high[1, j] == pytest.approx(high[j])
+    assert list(stats.n[1]) == [int(c) for c in (~np.isnan(matrix)).sum(axis=0)]
     # Many members: the percentile interval is close to mean +- 1.96 sd / sqrt(n).
     wide = rng.normal(0, 1, size=(400, 1))
-    big = aggregate.group_stats(wide, 0)
+    big = aggregate.group_stats(wide[None])
     half = 1.96 * wide.std() / math.sqrt(400)
-    assert (big.ci_high[0] - big.ci_low[0]) / 2 == pytest.approx(half, rel=0.15)
+    assert (big.ci_high[0, 0] - big.ci_low[0, 0]) / 2 == pytest.approx(half, rel=0.15)
