@@ -14,6 +14,7 @@ import type {
   PPOConfig,
   ResolvedConfig,
 } from "./types";
+import type { SweepDetail, SweepMetrics, Sweep } from "./sweepTypes";
 
 export const API = "/api/v1";
 const TOKEN_KEY = "rollout.token";
@@ -120,6 +121,12 @@ export const api = {
   evaluations: (id: number) => request<Evaluation[]>("GET", `/experiments/${id}/evaluations`),
   evaluation: (eid: number) => request<EvaluationDetail>("GET", `/evaluations/${eid}`),
   deleteEvaluation: (eid: number) => request<void>("DELETE", `/evaluations/${eid}`),
+  sweeps: () => request<{ items: Sweep[] }>("GET", "/sweeps"),
+  sweep: (id: number) => request<SweepDetail>("GET", `/sweeps/${id}`),
+  sweepMetrics: (id: number, names: string[], points: number) =>
+    request<SweepMetrics>("GET", `/sweeps/${id}/metrics${query({ names: names.join(","), points })}`),
+  stopSweep: (id: number) => request<SweepDetail>("POST", `/sweeps/${id}/stop`),
+  deleteSweep: (id: number) => request<void>("DELETE", `/sweeps/${id}`),
 };
 
 export function checkpointDownloadUrl(id: number, cid: number | "best" | "latest"): string {
