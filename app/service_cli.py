@@ -1,4 +1,4 @@
-"""The service commands of `rollout`: serve, submit, list, watch, stop, download.
+"""The service commands of `rollout`: serve, submit, list, watch, stop, download, sweep.
 
 Client commands talk to a running service over HTTP (`--url` / ROLLOUT_URL, `--token` /
 ROLLOUT_API_TOKEN). Failures print one clear line (and a 422's fields), never a traceback:
@@ -285,6 +285,10 @@ def build_parser() -> argparse.ArgumentParser:
     download.add_argument("id", type=int)
     download.add_argument("--checkpoint", default="best", help="best, latest or an id")
     download.add_argument("-o", "--output")
+
+    from app.sweep_cli import add_parser as add_sweep_parser
+
+    add_sweep_parser(sub, common)
     return parser
 
 
@@ -298,11 +302,14 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Client], int]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    from app.sweep_cli import cmd_sweep
+
     args = build_parser().parse_args(argv)
     try:
         if args.command == "serve":
             return cmd_serve(args)
-        return COMMANDS[args.command](args, Client(args.url, args.token))
+        command = cmd_sweep if args.command == "sweep" else COMMANDS[args.command]
+        return command(args, Client(args.url, args.token))
     except CliError as exc:
         print(str(exc), file=sys.stderr)
         return exc.code
