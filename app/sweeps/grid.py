@@ -28,7 +28,7 @@ MAX_KEYS = 8
 MAX_VALUES_PER_KEY = 64
 FREE_FORM = ("env_config",)  # dict fields: any key below them is the env's own
 
-Field = dict[str, str]
+FieldError = dict[str, str]  # {"field", "message"}, as InvalidInput carries them
 
 
 @dataclass(frozen=True)
@@ -89,8 +89,8 @@ def key_error(key: str) -> str | None:
     return None
 
 
-def _check_shape(data: SweepCreate) -> list[Field]:
-    errors: list[Field] = []
+def _check_shape(data: SweepCreate) -> list[FieldError]:
+    errors: list[FieldError] = []
     if "seed" in data.config:
         errors.append({"field": "config.seed", "message": "seeds are set by `seeds`"})
     if len(data.grid) > MAX_KEYS:
@@ -132,7 +132,7 @@ def _check_shape(data: SweepCreate) -> list[Field]:
     return errors
 
 
-def _blame(error: dict[str, Any], point: dict[str, Any], index: dict[str, int]) -> Field:
+def _blame(error: dict[str, Any], point: dict[str, Any], index: dict[str, int]) -> FieldError:
     """Name the grid value (or base config field) a member's validation error comes from."""
     loc = ".".join(str(p) for p in error["loc"])
     message = error["msg"].removeprefix("Value error, ")
@@ -154,7 +154,7 @@ def plan(data: SweepCreate) -> Plan:
     combos = list(itertools.product(*(range(len(data.grid[k])) for k in keys)))
     points = [{k: data.grid[k][i] for k, i in zip(keys, combo, strict=True)} for combo in combos]
     members: list[Member] = []
-    seen: dict[str, Field] = {}
+    seen: dict[str, FieldError] = {}
     for group, (point, combo) in enumerate(zip(points, combos, strict=True)):
         index = dict(zip(keys, combo, strict=True))
         merged = deep_merge(data.config, nested(point))

@@ -12,7 +12,7 @@ import { FINISHED, type Experiment, type StreamMessage } from "../api/types";
 import { fmtNumber, fmtSteps } from "../data/format";
 import { bandColumns, ranking, scatter, type BandMode } from "../data/sweepData";
 import { trackStream, untrackStream } from "../ui/conn";
-import { clear, el, setText } from "../ui/dom";
+import { clear, el, frameScheduler, setText } from "../ui/dom";
 import { statusBadge, updateBadge } from "../ui/status";
 import { groupColor, ScatterChart, SweepChart } from "../ui/sweepChart";
 
@@ -223,14 +223,18 @@ export function mountSweep(root: HTMLElement, id: number): () => void {
     }
   });
 
+  // Every member's ingest sends a summary: redraw the header and table once per frame.
+  const renderLive = frameScheduler(() => {
+    renderHeader();
+    renderMembers();
+  });
   const key = {};
   const stream = new LiveStream({
     url: () => wsUrl("/stream"),
     onMessage: (msg: StreamMessage) => {
       if (msg.type !== "experiment" || msg.experiment.sweep_id !== id) return;
       members.set(msg.experiment.id, msg.experiment);
-      renderHeader();
-      renderMembers();
+      renderLive();
       scheduleMetrics();
     },
     onState: (online) => {
