@@ -145,6 +145,10 @@ def test_sweep_page_draws_bands_ranks_groups_updates_live_and_stops(
     wait_until(lambda: page.locator("a.sweep-link").count() == 6, 15, "sweep links")
     page.locator("a.sweep-link").first.click()
     page.locator(f'[data-chart="{TITLE}"]').wait_for()
+    # ... and on their own page.
+    page.goto(f"{server.url}/#/experiments/{members[0]['id']}")
+    page.locator("p.meta a.sweep-link", has_text=f"member of sweep {sweep['id']}").click()
+    page.locator(f'[data-chart="{TITLE}"]').wait_for()
 
     # Stop the sweep: running members go `stopping` (their jobs would save and stop), the one
     # that never started is stopped at once.
