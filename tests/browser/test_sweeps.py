@@ -1,7 +1,8 @@
 """The sweep page in real Chromium, on a seeded sweep (2 learning rates x 3 seeds; members
 driven through their lifecycle and posting metrics as their jobs would): one band and one mean
 line per group drawn on the canvas, the ranking by final mean return, the hyperparameter ->
-final return scatter, live updates, members linked from the experiment list, and Stop sweep."""
+final return scatter, live updates, members linked from the experiment list, and Stop sweep;
+then a real sweep of tiny CartPole runs on the local Ray head, watched to completion."""
 
 from __future__ import annotations
 
@@ -168,4 +169,56 @@ def test_sweep_page_draws_bands_ranks_groups_updates_live_and_stops(
     page.locator("table.sweeps tbody tr").first.wait_for()
     assert page.locator("table.sweeps tbody tr").count() == 1
     assert "ui sweep" in page.locator("table.sweeps tbody tr").inner_text()
+    api.close()
+
+
+@pytest.fixture(scope="module")
+def ray_server(
+    ray_head: Any, frontend_dist: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer]:
+    data_dir = tmp_path_factory.mktemp("browser-sweeps-ray")
+    settings = Settings(
+        data_dir=data_dir,
+        database_url=f"sqlite:///{data_dir / 'rollout.db'}",
+        ray_address=ray_head.address,
+        jobs_enabled=True,
+        max_concurrent_experiments=4,
+        frontend_dir=frontend_dist,
+    )
+    with live_server(settings) as live:
+        yield live
+
+
+@pytest.mark.ray
+def test_a_real_sweep_on_the_local_ray_head_draws_its_bands_live(
+    ray_server: LiveServer, page: Any
+) -> None:
+    """2 learning rates x 2 seeds of tiny CartPole runs, watched from the page as they run."""
+    from tests.service.test_e2e_sweeps import TINY
+
+    api = httpx.Client(base_url=f"{ray_server.url}/api/v1", timeout=30)
+    body = {"name": "live", "config": TINY, "grid": {"lr": [1e-3, 3e-3]}, "seeds": [0, 1]}
+    sweep = api.post("/sweeps", json={**body, "max_parallel": 2}).json()
+    page.goto(f"{ray_server.url}/#/sweeps/{sweep['id']}")
+    rows = page.locator("table.members tbody tr")
+    rows.first.wait_for()
+
+    def all_succeeded() -> bool:
+        statuses = [rows.nth(i).get_attribute("data-status") for i in range(rows.count())]
+        assert "failed" not in statuses, api.get(f"/sweeps/{sweep['id']}").json()["members"]
+        return statuses == ["succeeded"] * 4
+
+    wait_until(all_succeeded, 300, "every member to succeed, seen on the page")
+    chart = page.locator(f'[data-chart="{TITLE}"]')
+    wait_until(lambda: int(chart.get_attribute("data-points") or 0) > 2, 30, "group curves")
+    assert chart.get_attribute("data-bands") == "2"
+
+    def both_drawn() -> dict[str, int] | None:
+        tint = _tinted_pixels(page)
+        return tint if tint["blue"] > 100 and tint["red"] > 100 else None
+
+    wait_until(both_drawn, 15, "both groups drawn")
+    ranking = page.locator("table.ranking tbody tr")
+    wait_until(lambda: ranking.count() == 2 and "2 / 2" in ranking.nth(1).inner_text(), 15, "rank")
+    assert page.locator('[data-action="stop-sweep"]').is_disabled()
     api.close()
