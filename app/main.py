@@ -22,6 +22,7 @@ from app.checkpoints.router import job_router as checkpoints_jobs
 from app.checkpoints.router import router as checkpoints
 from app.checkpoints.sweep import sweep_orphans
 from app.core import system
+from app.core.browser_guard import AllowedHosts, HostGuard, OriginGuard
 from app.core.config import Settings
 from app.core.db import PROJECT_ROOT, SessionMaker, make_engine, make_sessionmaker, migrate
 from app.core.errors import NotFound, install_error_handlers
@@ -36,6 +37,7 @@ from app.metrics.router import job_router as metrics_jobs
 from app.metrics.router import router as metrics
 from app.metrics.service import metrics_message_between
 from app.presets.router import router as presets
+from app.references.router import router as references
 from app.sweeps.router import router as sweeps
 
 API_PREFIX = "/api/v1"
@@ -89,6 +91,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     install_error_handlers(app)
+    # Added last runs first: a foreign Host is refused before its Origin is even looked at.
+    app.add_middleware(OriginGuard, allowed_origins=settings.allowed_origins)
+    app.add_middleware(HostGuard, allowed=AllowedHosts.from_settings(settings))
 
     api = APIRouter(prefix=API_PREFIX)
     for router in (
@@ -96,6 +101,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         metrics,
         checkpoints,
         presets,
+        references,
         experiments_jobs,
         metrics_jobs,
         checkpoints_jobs,

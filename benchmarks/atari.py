@@ -16,7 +16,8 @@ with at least 100 episodes finished. Every run's metrics.jsonl is copied into --
 table replaces the block between the atari markers in --docs.
 
 Needs torch, numpy, gymnasium, ale-py, pydantic (trainer.config); never Ray.
-`--rollout-set KEY=VALUE` / `--cleanrl-arg ARG` exist for CPU smoke tests of this script only.
+`--rollout-set KEY=VALUE` / `--cleanrl-arg ARG` exist for CPU smoke tests of this script, and
+for comparison runs kept out of the docs table (`--rollout-set overlap_sampling=true --no-docs`).
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ class Contender:
     executable: Path  # `rollout` entry point, or the peer venv's python
     describe: str
     script: Path | None = None
+    extra_args: tuple[str, ...] = ()  # rollout: more `rollout train` flags (e.g. --set K=V)
 
     def command(self, seed: int, target: float, run_dir: Path) -> list[str]:
         if self.kind == "rollout":
@@ -41,6 +42,7 @@ class Contender:
                 f"{target:g}",
                 "--seed",
                 str(seed),
+                *self.extra_args,
                 "--out",
                 str(run_dir / "out"),
             ]

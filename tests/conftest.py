@@ -8,6 +8,13 @@ import pytest
 
 from app.jobs.ray_head import LocalRayHead, apply_ray_env
 
+# Started the way `rollout serve` starts its local head: from a process whose environment holds
+# the service's own credentials. None of them may reach a job (tests/service/test_job_isolation).
+SERVICE_SECRETS = {
+    "ROLLOUT_API_TOKEN": "service-api-token-never-in-jobs",
+    "ROLLOUT_DATABASE_URL": "postgresql://rollout:db-password-never-in-jobs@db/rollout",
+}
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run browser tests last: Playwright's sync API keeps an event loop running in this thread
@@ -24,7 +31,10 @@ def ray_head() -> Iterator[LocalRayHead]:
     """
     apply_ray_env()
     head = LocalRayHead(num_cpus=4, object_store_bytes=512 * 1024**2)
-    head.start()
+    with pytest.MonkeyPatch.context() as env:
+        for key, value in SERVICE_SECRETS.items():
+            env.setenv(key, value)
+        head.start()
     try:
         yield head
     finally:

@@ -3,6 +3,11 @@
     sample a full batch (EnvRunnerGroup) -> learner update, GAE inside (LearnerGroup)
     -> push versioned weights + merged connector state to the runners -> metrics.
 
+With `overlap_sampling`, the next batch is started right after this one is collected, so the
+EnvRunners sample batch k+1 with the weights from before update k while the Learner trains on
+batch k (policy lag 1; PPO's ratio uses the sampling policy's logp, so its clip bounds the
+off-policyness).
+
 Serial mode (no EnvRunner or Learner actors) never imports Ray. Stop criteria, checkpoints and
 resuming live here too; the on-disk format is trainer/checkpoint.py's.
 """
@@ -50,19 +55,26 @@ class PPO:
         )
 
     def train(self) -> dict[str, float]:
-        """One iteration; returns its flat metrics."""
+        """One iteration; returns its flat metrics. With overlap_sampling the EnvRunners sample
+        the next batch (with the weights before this update) while the Learner trains."""
+        batch_size = self.config.total_train_batch_size
         timers = Timers()
         with timers("iteration"):
-            with timers("sample"):
-                results = self.env_runners.sample(self.config.total_train_batch_size)
+            with timers("sample"):  # overlapped: the wait for the batch started last time
+                results = self.env_runners.sample(batch_size)
+            if self.config.overlap_sampling:
+                self.env_runners.start_sample(batch_size)
             chunks = [chunk for r in results for chunk in r.chunks]
             steps = sum(r.env_steps for r in results)
+            # The lr schedule reads the step count where this batch's sampling began (CleanRL
+            # anneals at the start of an iteration): the last update of a run never gets lr 0.
+            batch_start = self.env_steps
             self.env_steps += steps
             for r in results:
                 self.window.add(r.episode_returns, r.episode_lengths)
-            learner_stats = self.learner_group.update(chunks, self.env_steps)
+            learner_stats = self.learner_group.update(chunks, batch_start)
             policy_lag = self.weights_version - min(r.weights_version for r in results)
-            with timers("weight_sync"):
+            with timers("weight_sync"):  # overlapped: the runners load them after that batch
                 self.weights_version += 1
                 weights = self.learner_group.get_inference_weights()
                 self.env_runners.sync_weights(self.weights_version, weights)
@@ -96,11 +108,14 @@ class PPO:
 
     # --- stop criteria -------------------------------------------------------------------------
     def stop_reason(self) -> str | None:
-        """The first stop criterion met ("episode_return_mean" | "env_steps" | "wall_seconds")."""
+        """The first stop criterion met ("episode_return_mean" | "env_steps" | "wall_seconds").
+
+        The return criterion is the mean of the last 100 finished episodes: it cannot fire
+        before 100 episodes have finished (a few lucky early episodes are not a result)."""
         stop = self.config.stop
         if (
             stop.episode_return_mean is not None
-            and self.window.returns
+            and self.window.full
             and self.window.return_mean >= stop.episode_return_mean
         ):
             return "episode_return_mean"
@@ -115,6 +130,9 @@ class PPO:
 
     # --- checkpoints ---------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
+        """The state after the last iteration. A sample in flight is not part of it (a resumed
+        run samples afresh); it is let finish first, so the saved torch RNG is at rest."""
+        self.env_runners.wait()
         return {
             "learner": self.learner_group.get_state(),
             "connector_state": self.env_runners.connector_state,
@@ -127,6 +145,7 @@ class PPO:
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
+        self.env_runners.discard_sample()  # sampled with weights that are being replaced
         self.learner_group.set_state(state["learner"])
         self.env_runners.connector_state = state["connector_state"]
         self.window.set_state(state["window"])
@@ -163,6 +182,7 @@ class PPO:
         return algo
 
     def stop(self) -> None:
-        """Release the EnvRunner and Learner actors (serial mode: close the envs)."""
+        """Release the EnvRunner and Learner actors (serial mode: close the envs); a sample in
+        flight is discarded."""
         self.env_runners.stop()
         self.learner_group.stop()

@@ -10,6 +10,8 @@ that loads a checkpoint accepts the directory or that archive as it is.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import json
 import math
 import os
@@ -33,27 +35,95 @@ if TYPE_CHECKING:
 FORMAT_VERSION = 1
 META_FILE = "checkpoint.json"
 STATE_FILE = "state.pt"
+# Bounds on what loading an archive may unpack: a checkpoint is two files (plus a folder);
+# an Atari CNN's state with its optimizer is ~50 MB, so 2 GiB leaves room for large networks
+# while a crafted archive cannot fill the disk.
+MAX_ARCHIVE_MEMBERS = 16
+MAX_EXTRACTED_BYTES = 2 * 1024**3
 
 
 def save(directory: Path, algo: PPO) -> Path:
-    """Write `algo`'s checkpoint into `directory` (replaced atomically if it exists)."""
+    """Write `algo`'s checkpoint into `directory`, atomically: readers (and a crash at any
+    point) see the old checkpoint or the complete new one, never a partial or missing one.
+
+    The files are written and fsynced in a hidden sibling directory, which then takes the
+    target's place in one rename (an existing target is swapped with it, RENAME_EXCHANGE, and
+    deleted afterwards). A failed save removes its partial files and leaves the target as it
+    was.
+    """
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
-    ret = algo.window.return_mean
-    meta = {
-        "format_version": FORMAT_VERSION,
-        "iteration": algo.iteration,
-        "env_steps": algo.env_steps,
-        "episode_return_mean": ret if math.isfinite(ret) else None,
-        "config": algo.config.to_json_dict(),
-    }
-    torch.save(algo.get_state(), tmp / STATE_FILE)
-    (tmp / META_FILE).write_text(json.dumps(meta, indent=2))
-    if directory.exists():
-        shutil.rmtree(directory)
-    tmp.rename(directory)
+    try:
+        ret = algo.window.return_mean
+        meta = {
+            "format_version": FORMAT_VERSION,
+            "iteration": algo.iteration,
+            "env_steps": algo.env_steps,
+            "episode_return_mean": ret if math.isfinite(ret) else None,
+            "config": algo.config.to_json_dict(),
+        }
+        torch.save(algo.get_state(), tmp / STATE_FILE)
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2))
+        for path in (tmp / STATE_FILE, tmp / META_FILE, tmp):
+            _fsync(path)
+        _move_into_place(tmp, directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync(directory.parent)
     return directory
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file's or a directory's entries to disk (a rename is only durable after it)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _move_into_place(tmp: Path, directory: Path) -> None:
+    """Rename the complete `tmp` to `directory`; an existing `directory` is exchanged with it
+    in one step and then deleted (where the filesystem cannot exchange, it is first renamed
+    aside, the one moment the target name is missing)."""
+    try:
+        os.rename(tmp, directory)  # atomic; fails when a non-empty directory is there
+        return
+    except OSError:
+        if not directory.is_dir():
+            raise
+    if _exchange(tmp, directory):
+        shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old checkpoint
+        return
+    aside = Path(tempfile.mkdtemp(prefix=f".{directory.name}-old-", dir=directory.parent))
+    os.rename(directory, aside / "old")
+    try:
+        os.rename(tmp, directory)
+    except OSError:
+        os.rename(aside / "old", directory)
+        raise
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    renameat2 = getattr(_libc(), "renameat2", None)
+    if renameat2 is None:
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    rc = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    return rc == 0
+
+
+@functools.cache
+def _libc() -> Any:
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
 
 
 def pack(directory: Path, archive: Path | None = None) -> Path:
@@ -84,7 +154,10 @@ def load(path: Path) -> tuple[PPOConfig, dict[str, Any]]:
 class _CheckpointDir:
     """Context manager: a directory holding checkpoint.json, extracting an archive if needed.
 
-    Archives may hold the files at their root or inside one top-level folder.
+    Archives may hold the files at their root or inside one top-level folder. Extraction is
+    bounded (MAX_ARCHIVE_MEMBERS, MAX_EXTRACTED_BYTES, checked on each member's header before
+    its data is written), and its temp dir is removed however the load ends, also when the
+    archive is refused or holds no checkpoint.
     """
 
     def __init__(self, path: Path) -> None:
@@ -93,14 +166,18 @@ class _CheckpointDir:
 
     def __enter__(self) -> Path:
         if self.path.is_dir():
-            root = self.path
-        elif self.path.is_file() and tarfile.is_tarfile(self.path):
-            self._tmp = Path(tempfile.mkdtemp(prefix="rollout-ckpt-"))
-            with tarfile.open(self.path) as tar:
-                tar.extractall(self._tmp, filter="data")
-            root = self._tmp
-        else:
+            return self._root(self.path)
+        if not (self.path.is_file() and tarfile.is_tarfile(self.path)):
             raise FileNotFoundError(f"{self.path}: not a checkpoint directory or .tar.gz archive")
+        self._tmp = Path(tempfile.mkdtemp(prefix="rollout-ckpt-"))
+        try:
+            _extract_bounded(self.path, self._tmp)
+            return self._root(self._tmp)
+        except BaseException:
+            self._cleanup()
+            raise
+
+    def _root(self, root: Path) -> Path:
         if (root / META_FILE).is_file():
             return root
         found = sorted(root.glob(f"*/{META_FILE}"))
@@ -108,9 +185,28 @@ class _CheckpointDir:
             raise FileNotFoundError(f"{self.path}: no {META_FILE} in the checkpoint")
         return found[0].parent
 
-    def __exit__(self, *exc: object) -> None:
+    def _cleanup(self) -> None:
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def __exit__(self, *exc: object) -> None:
+        self._cleanup()
+
+
+def _extract_bounded(archive: Path, dest: Path) -> None:
+    """Extract `archive` into `dest` member by member (tarfile's "data" filter: no links out,
+    no absolute paths, no devices), refusing it once it holds too many members or bytes."""
+    total = 0
+    with tarfile.open(archive) as tar:
+        for count, member in enumerate(tar, start=1):
+            total += member.size
+            if count > MAX_ARCHIVE_MEMBERS or total > MAX_EXTRACTED_BYTES:
+                raise ValueError(
+                    f"{archive}: refusing a checkpoint archive of more than "
+                    f"{MAX_ARCHIVE_MEMBERS} files or {MAX_EXTRACTED_BYTES} bytes unpacked"
+                )
+            tar.extract(member, dest, filter="data")
 
 
 class CheckpointManager:

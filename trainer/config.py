@@ -142,6 +142,15 @@ class PPOConfig(_Frozen):
     num_gpus_per_learner: float = Field(
         default=0.0, ge=0, description="GPUs for each Learner (nccl DDP when > 0)."
     )
+    overlap_sampling: bool = Field(
+        default=False,
+        description=(
+            "Sample the next batch while the Learner trains on this one, with the weights "
+            "before the update (policy_lag 1; the ratio uses the sampling policy's logp). Pays "
+            "when sampling and learning both take a good share of an iteration and have their "
+            "own cores (image envs, GPU learner); off gives exactly the alternating loop."
+        ),
+    )
     torch_num_threads: int = Field(
         default=1,
         ge=1,
@@ -171,15 +180,26 @@ class PPOConfig(_Frozen):
     lr: float = Field(default=3e-3, gt=0.0, le=1.0, description="Adam learning rate.")
     lr_schedule: Literal["constant", "linear"] = Field(
         default="constant",
-        description="linear decays lr to 0 at stop.env_steps (needs stop.env_steps).",
+        description=(
+            "linear decays lr towards 0 at stop.env_steps (needs stop.env_steps); each update "
+            "uses the lr at the env steps where its batch's sampling began."
+        ),
     )
     clip_param: float = Field(
         default=0.2, gt=0.0, le=10.0, description="Surrogate clip (Schulman et al. 2017, eq. 7)."
     )
+    # The name is RLlib's, the meaning PPO2's (kept: stored experiments, checkpoints and
+    # presets use it, and a renamed field that still accepted the old key would carry the same
+    # trap). docs/trainer.md, "Porting an RLlib config".
     vf_clip_param: float | None = Field(
         default=None,
         gt=0.0,
-        description="Clip the value update to this range around the old prediction; null: off.",
+        description=(
+            "PPO2 / CleanRL value clipping (SB3's clip_range_vf): each new value prediction may "
+            "move at most this far from the one before the update, loss = max(unclipped, "
+            "clipped squared error); null: off. NOT RLlib's vf_clip_param, which caps the "
+            "squared error itself (default 10): drop that key when porting an RLlib config."
+        ),
     )
     vf_loss_coeff: float = Field(default=0.5, ge=0.0, description="Weight of the value loss.")
     entropy_coeff: float = Field(default=0.0, ge=0.0, description="Weight of the entropy bonus.")

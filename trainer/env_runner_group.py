@@ -8,17 +8,26 @@ futures are collected with one `ray.get`. Ray is imported lazily: serial mode ne
 Fault tolerance: an actor that dies (RayActorError) is replaced by a fresh one that gets the
 current weights and connector state; its lost samples are re-sampled from the group, and the
 restart is counted (`restarts`) and logged.
+
+Overlap (config.overlap_sampling): `start_sample(n)` begins the next batch in the background
+(serial mode: one sampling thread; Ray: the actors' sample() calls are submitted and not
+waited for) and the next `sample(n)` collects it. Weights synced meanwhile reach the runners
+after that sample: Ray actors run calls in order, and the local runner gets them when its
+thread is done (never while it is stepping). So a batch started before update k is sampled with
+the weights before it: policy lag 1.
 """
 
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import functools
 import logging
 import math
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,6 +47,15 @@ RAY_ENV_DEFAULTS = {
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
     "RAY_USAGE_STATS_ENABLED": "0",
 }
+
+
+@dataclass
+class _InFlight:
+    """A sample started by start_sample(): the local thread's future, or the actors' refs."""
+
+    num_timesteps: int
+    local: concurrent.futures.Future[SampleResult] | None = None
+    remote: list[Any] | None = None
 
 
 def needs_ray(config: PPOConfig) -> bool:
@@ -101,6 +119,9 @@ class EnvRunnerGroup:
         self.local: EnvRunner | None = None
         self._actors: list[Any] = []
         self._generation: list[int] = []
+        self._in_flight: _InFlight | None = None
+        self._thread: concurrent.futures.ThreadPoolExecutor | None = None  # serial overlap
+        self._local_weights_stale = False  # the local runner waits for self._weights
         if config.num_env_runners == 0:
             self.local = EnvRunner(config, worker_index=0)
         else:
@@ -119,8 +140,11 @@ class EnvRunnerGroup:
         """Send policy weights and the merged connector state to every runner (no wait: actor
         calls run in order, so the next sample() already sees them)."""
         if self.local is not None:
-            self.local.set_weights(version, weights, self.connector_state)
             self._weights = (version, weights)
+            if self._in_flight is None:
+                self.local.set_weights(version, weights, self.connector_state)
+            else:  # its thread is stepping with the current weights: load them after it
+                self._local_weights_stale = True
             return
         import ray
 
@@ -131,17 +155,65 @@ class EnvRunnerGroup:
 
     # --- sampling ------------------------------------------------------------------------------
     def sample(self, num_timesteps: int) -> list[SampleResult]:
-        """At least `num_timesteps` env steps, split evenly over the runners."""
+        """At least `num_timesteps` env steps, split evenly over the runners: the sample that
+        start_sample() began if one is in flight, else a new one."""
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is not None and in_flight.num_timesteps != num_timesteps:
+            raise ValueError(
+                f"a sample of {in_flight.num_timesteps} steps is in flight, not {num_timesteps}"
+            )
         if self.local is not None:
-            results = [self.local.sample(num_timesteps)]
+            if in_flight is not None and in_flight.local is not None:
+                results = [in_flight.local.result(timeout=SAMPLE_TIMEOUT_S)]
+            else:
+                results = [self.local.sample(num_timesteps)]
         else:
-            results = self._sample_remote(num_timesteps)
+            started = in_flight.remote if in_flight is not None else None
+            results = self._sample_remote(num_timesteps, started)
         self.connector_state = merge_filter_states(
             self.connector_state, [r.connector_delta for r in results]
         )
+        self._load_deferred_weights()
         return results
 
-    def _sample_remote(self, num_timesteps: int) -> list[SampleResult]:
+    def start_sample(self, num_timesteps: int) -> None:
+        """Begin sampling `num_timesteps` steps in the background; sample() collects them."""
+        if self._in_flight is not None:
+            raise RuntimeError("a sample is already in flight")
+        if self.local is not None:
+            if self._thread is None:
+                self._thread = concurrent.futures.ThreadPoolExecutor(1, "rollout-sampler")
+            future = self._thread.submit(self.local.sample, num_timesteps)
+            self._in_flight = _InFlight(num_timesteps, local=future)
+            return
+        quota = math.ceil(num_timesteps / len(self._actors))
+        refs = [actor.sample.remote(quota) for actor in self._actors]
+        self._in_flight = _InFlight(num_timesteps, remote=refs)
+
+    def wait(self) -> None:
+        """Let an in-flight local sample finish (it is kept for the next sample() call): the
+        process's torch RNG, which its action sampling draws from, is then at rest."""
+        if self._in_flight is not None and self._in_flight.local is not None:
+            concurrent.futures.wait([self._in_flight.local], timeout=SAMPLE_TIMEOUT_S)
+
+    def discard_sample(self) -> None:
+        """Drop an in-flight sample (its steps are never trained on or counted); a local one
+        is waited for first, so the env is never closed or reloaded mid-step."""
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is None:
+            return
+        if in_flight.local is not None:
+            concurrent.futures.wait([in_flight.local], timeout=SAMPLE_TIMEOUT_S)
+        self._load_deferred_weights()
+        # Ray: the actors finish the call and drop its result; later calls queue behind it.
+
+    def _load_deferred_weights(self) -> None:
+        """The local runner's sample is done: load what sync_weights() held back meanwhile."""
+        if self._local_weights_stale and self.local is not None and self._weights is not None:
+            self._local_weights_stale = False
+            self.local.set_weights(*self._weights, self.connector_state)
+
+    def _sample_remote(self, num_timesteps: int, started: list[Any] | None) -> list[SampleResult]:
         import ray
         from ray.exceptions import GetTimeoutError, RayActorError
 
@@ -151,7 +223,8 @@ class EnvRunnerGroup:
             if collected >= num_timesteps:
                 return results
             quota = math.ceil((num_timesteps - collected) / len(self._actors))
-            futures = [actor.sample.remote(quota) for actor in self._actors]
+            futures = started or [actor.sample.remote(quota) for actor in self._actors]
+            started = None
             try:
                 round_results = ray.get(futures, timeout=SAMPLE_TIMEOUT_S)
             except RayActorError:
@@ -203,6 +276,10 @@ class EnvRunnerGroup:
         return list(self._actors)
 
     def stop(self) -> None:
+        self.discard_sample()
+        if self._thread is not None:
+            self._thread.shutdown(wait=True)
+            self._thread = None
         if self.local is not None:
             self.local.stop()
         if self._actors:

@@ -29,13 +29,13 @@ from typing import Any
 
 import httpx
 
+from trainer.job_token import job_token
 from trainer.reporter import Backoff, PermanentError
 from trainer.wire import (
     API_PREFIX,
     ENV_API_URL,
     ENV_EVALUATION_ID,
     ENV_JOB_DIR,
-    ENV_JOB_TOKEN,
     EpisodeResult,
     EpisodeResults,
     EvaluationSpec,
@@ -61,14 +61,15 @@ class EvaluationJobEnv:
 
     @classmethod
     def from_environ(cls, environ: Any = os.environ) -> EvaluationJobEnv:
-        required = (ENV_API_URL, ENV_JOB_TOKEN, ENV_EVALUATION_ID)
+        required = (ENV_API_URL, ENV_EVALUATION_ID)
         missing = [k for k in required if not environ.get(k)]
         if missing:
             raise SystemExit(f"trainer.evaluation_job: missing environment: {', '.join(missing)}")
         evaluation_id = int(environ[ENV_EVALUATION_ID])
+        api_url = environ[ENV_API_URL]
         return cls(
-            api_url=environ[ENV_API_URL],
-            token=environ[ENV_JOB_TOKEN],
+            api_url=api_url,
+            token=job_token(environ, api_url, f"evaluations/{evaluation_id}"),
             evaluation_id=evaluation_id,
             job_dir=_usable_dir(environ.get(ENV_JOB_DIR), evaluation_id),
         )

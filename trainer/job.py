@@ -2,8 +2,9 @@
 
 Runs one experiment and reports everything to the API over HTTP with the job's own token. All
 inputs come from the environment (never the command line, which Ray shows to everyone): the API
-URL, the token and the experiment id; the config itself is fetched from the API, so a job on
-another node of the cluster needs no shared filesystem.
+URL, the experiment id and a one-time claim exchanged for the job token (trainer/job_token.py);
+the config itself is fetched from the API, so a job on another node of the cluster needs no
+shared filesystem.
 
 Lifecycle as seen by the API: `running` once the job starts; metrics and a progress log line
 every iteration; a checkpoint every `checkpoint_every` iterations and at the end; finally
@@ -30,13 +31,13 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from trainer.config import PPOConfig
+from trainer.job_token import job_token
 from trainer.reporter import Reporter
 from trainer.wire import (
     API_PREFIX,
     ENV_API_URL,
     ENV_EXPERIMENT_ID,
     ENV_JOB_DIR,
-    ENV_JOB_TOKEN,
     CheckpointMeta,
 )
 
@@ -61,13 +62,14 @@ class JobEnv:
 
     @classmethod
     def from_environ(cls, environ: dict[str, str] | os._Environ[str] = os.environ) -> JobEnv:
-        missing = [k for k in (ENV_API_URL, ENV_JOB_TOKEN, ENV_EXPERIMENT_ID) if not environ.get(k)]
+        """Read the launcher's variables; a launched job redeems its claim for its token here."""
+        missing = [k for k in (ENV_API_URL, ENV_EXPERIMENT_ID) if not environ.get(k)]
         if missing:
             raise SystemExit(f"trainer.job: missing environment variables: {', '.join(missing)}")
         exp_id = environ[ENV_EXPERIMENT_ID]
         return cls(
             api_url=environ[ENV_API_URL],
-            token=environ[ENV_JOB_TOKEN],
+            token=job_token(environ, environ[ENV_API_URL], f"experiments/{exp_id}"),
             experiment_id=exp_id,
             job_dir=_usable_job_dir(environ.get(ENV_JOB_DIR), exp_id),
         )

@@ -73,6 +73,26 @@ def linear_lr(lr: float, env_steps: int, total_env_steps: int | None) -> float:
     return lr * max(0.0, 1.0 - env_steps / total_env_steps)
 
 
+def minibatch_sizes(n: int, minibatch_size: int, num_minibatches: int) -> list[int]:
+    """Rows of each of an epoch's `num_minibatches` minibatches over a batch of `n` rows.
+
+    As SB3's rollout buffer: minibatches of exactly `minibatch_size` rows over one shuffle, every
+    row once per epoch; the last minibatch takes the rest, so it is smaller when minibatch_size
+    does not divide the batch (1000 rows, 600: 600 + 400), or a little larger when sampling
+    overshot the batch size by a few steps. The count comes from the config, so every DDP rank
+    steps together: a shard with fewer rows than the full minibatches need (shards may differ by
+    up to 10 %) is split into `num_minibatches` equal parts, its rows cycled when there are
+    fewer rows than steps.
+    """
+    full = (num_minibatches - 1) * minibatch_size
+    if n > full:
+        return [minibatch_size] * (num_minibatches - 1) + [n - full]
+    # Fewer rows than the full minibatches need: equal parts of the rows, cycled when n is
+    # smaller than the step count, so no minibatch is empty.
+    rows = max(n, num_minibatches)
+    return [rows // num_minibatches + (i < rows % num_minibatches) for i in range(num_minibatches)]
+
+
 def adapt_kl_coeff(kl_coeff: float, kl: float, kl_target: float) -> float:
     """RLlib's adaptive KL rule; 0 stays 0 (penalty disabled)."""
     if kl > 2.0 * kl_target:
@@ -179,6 +199,8 @@ class PPOLearner:
 
     # --- the update ----------------------------------------------------------------------------
     def update(self, chunks: Sequence[EpisodeChunk], env_steps: int) -> LearnerStats:
+        """One PPO update on `chunks`; `env_steps` is the lifetime env-step count where their
+        sampling began (the lr schedule's position)."""
         cfg = self.config
         t0 = time.perf_counter()
         batch = build_train_batch(
@@ -222,8 +244,9 @@ class PPOLearner:
 
     @property
     def num_minibatches(self) -> int:
-        """Minibatches per epoch, from the config so every DDP rank takes the same steps."""
-        return max(1, self.config.train_batch_size_per_learner // self.config.minibatch_size)
+        """Minibatches per epoch, ceil(train_batch_size_per_learner / minibatch_size): from the
+        config, not the shard's size, so every DDP rank takes the same number of steps."""
+        return -(-self.config.train_batch_size_per_learner // self.config.minibatch_size)
 
     def _set_lr(self, env_steps: int) -> float:
         cfg = self.config
@@ -243,10 +266,11 @@ class PPOLearner:
         sums = torch.zeros(6, device=self.device)  # stays on the device: no sync per step
         n = len(batch)
         columns = [getattr(batch, f.name) for f in dataclasses.fields(batch)]  # no deep copy
-        reps = -(-self.num_minibatches // n)  # a tiny batch is cycled so no minibatch is empty
+        sizes = minibatch_sizes(n, cfg.minibatch_size, self.num_minibatches)
+        reps = -(-sum(sizes) // n)  # a batch too small for the steps is cycled
         # One minibatch of exactly the whole batch: its loss is a mean over all rows, so the
         # shuffle cannot change it; skip the gathers (seven copies of the batch per epoch).
-        whole = self.num_minibatches == 1 and reps == 1
+        whole = sizes == [n]
         for _ in range(cfg.num_epochs):
             if whole:
                 minibatches = [batch]
@@ -256,7 +280,7 @@ class PPOLearner:
                     perm = perm.repeat(reps)
                 minibatches = [
                     TrainBatch(*(t.index_select(0, idx) for t in columns))
-                    for idx in perm.tensor_split(self.num_minibatches)
+                    for idx in perm[: sum(sizes)].split(sizes)
                 ]
             for mb in minibatches:
                 out = self._train_module(mb.obs)

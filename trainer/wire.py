@@ -16,13 +16,22 @@ API_PREFIX = "/api/v1"
 
 # Environment variables the launcher sets for a job.
 ENV_API_URL = "ROLLOUT_API_URL"
-ENV_JOB_TOKEN = "ROLLOUT_JOB_TOKEN"
+ENV_JOB_TOKEN = "ROLLOUT_JOB_TOKEN"  # a job started by hand; launched jobs get a claim
+# A one-time code the job exchanges for its token at `{kind}/{id}/token`: Ray's dashboard lists
+# every job's runtime_env, so the token itself never goes there.
+ENV_JOB_CLAIM = "ROLLOUT_JOB_CLAIM"
 ENV_EXPERIMENT_ID = "ROLLOUT_EXPERIMENT_ID"
 ENV_JOB_DIR = "ROLLOUT_JOB_DIR"
 
 
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class JobTokenGrant(_Wire):
+    """The answer to a redeemed claim."""
+
+    token: str
 
 
 class MetricsRow(_Wire):

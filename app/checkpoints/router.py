@@ -127,7 +127,8 @@ async def upload_checkpoint(
     final = storage.new_archive_path(root, experiment_id, iteration)
 
     def record(session: Session) -> tuple[CheckpointPublic, list[Path]]:
-        exp = experiments.get(session, experiment_id, lock=True)  # gone: NotFound
+        # Again, locked: the experiment may have been deleted or ended while the body streamed.
+        exp = experiments.authorize_job(session, experiment_id, token, lock=True)
         os.replace(stored.path, final)
         placed = storage.StoredFile(final, stored.size_bytes, stored.sha256)
         checkpoint, removed = service.register(session, exp, meta, placed, root)

@@ -5,20 +5,33 @@ Two kinds of bearer tokens:
   needs it; unset, the service trusts loopback clients (and `rollout serve` refuses to listen
   elsewhere);
 - a job token, issued per experiment at launch: it authorises only the job-side endpoints of
-  that one experiment. Only its SHA-256 is stored.
+  that one experiment. Only its SHA-256 is stored. It never travels through Ray either: the
+  launcher puts a one-time claim in the job's runtime_env (which Ray's dashboard lists), and
+  the job exchanges it for its token over HTTP (`redeem_claim`); a claim read later is spent.
+
+A token never travels in a URL (access logs, browser history and proxies keep URLs). Browsers
+cannot set headers on a websocket handshake, so the dashboard offers two subprotocols:
+`rollout` and `rollout.token.<base64url of the token>` (the way Kubernetes passes bearer tokens
+from browsers, `base64url.bearer.authorization.k8s.io.<token>`); the service answers with
+`rollout`, never echoing the token. Other clients may send `Authorization: Bearer` instead.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 import secrets
-from typing import Annotated
+from typing import Annotated, Protocol
 
 from fastapi import Depends, Request, WebSocket
 
 from app.core.config import Settings
-from app.core.errors import Unauthorized
+from app.core.errors import InvalidInput, Unauthorized
+
+STREAM_PROTOCOL = "rollout"
+TOKEN_PROTOCOL_PREFIX = "rollout.token."
 
 
 def new_token() -> str:
@@ -33,6 +46,31 @@ def token_matches(token: str | None, expected_hash: str | None) -> bool:
     if not token or not expected_hash:
         return False
     return hmac.compare_digest(hash_token(token), expected_hash)
+
+
+class HoldsJobToken(Protocol):
+    """A row with a job: an experiment or an evaluation."""
+
+    job_token_hash: str | None
+    job_claim_hash: str | None
+
+
+def issue_claim(row: HoldsJobToken) -> str:
+    """A one-time claim for the row's next job; any earlier token and claim stop working."""
+    claim = new_token()
+    row.job_claim_hash = hash_token(claim)
+    row.job_token_hash = None
+    return claim
+
+
+def redeem_claim(row: HoldsJobToken, claim: str) -> str | None:
+    """The job token for a valid claim (which is spent by it); None for any other claim."""
+    if not token_matches(claim, row.job_claim_hash):
+        return None
+    token = new_token()
+    row.job_claim_hash = None
+    row.job_token_hash = hash_token(token)
+    return token
 
 
 def bearer(authorization: str | None) -> str | None:
@@ -57,8 +95,41 @@ def require_api_token(request: Request) -> None:
     check_api_token(request.app.state.settings, bearer(request.headers.get("authorization")))
 
 
+def token_protocol(token: str) -> str:
+    """The subprotocol that carries `token` (base64url: any token is a valid header token)."""
+    encoded = base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
+    return TOKEN_PROTOCOL_PREFIX + encoded
+
+
+def _from_protocol(value: str) -> str | None:
+    encoded = value[len(TOKEN_PROTOCOL_PREFIX) :]
+    try:
+        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode() or None
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+
+
 def websocket_token(websocket: WebSocket) -> str | None:
-    return websocket.query_params.get("token") or bearer(websocket.headers.get("authorization"))
+    """The API token a websocket handshake presents (subprotocol or Authorization header).
+
+    `?token=` is refused outright, not read: uvicorn has already written the URL to its access
+    log by the time we see it, so accepting it would keep a leaking client working.
+    """
+    if "token" in websocket.query_params:
+        raise InvalidInput(
+            "never put the API token in the URL (servers and proxies log URLs): offer the "
+            f"websocket subprotocols {STREAM_PROTOCOL!r} and {TOKEN_PROTOCOL_PREFIX}<base64url "
+            "of the token>, or send Authorization: Bearer <token>"
+        )
+    for protocol in websocket.scope.get("subprotocols", ()):
+        if protocol.startswith(TOKEN_PROTOCOL_PREFIX):
+            return _from_protocol(protocol) or ""
+    return bearer(websocket.headers.get("authorization"))
+
+
+def stream_subprotocol(websocket: WebSocket) -> str | None:
+    """`rollout` when the client offered it (a browser fails a handshake that picks none)."""
+    return STREAM_PROTOCOL if STREAM_PROTOCOL in websocket.scope.get("subprotocols", ()) else None
 
 
 def job_token(request: Request) -> str:

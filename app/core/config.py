@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 # Project-local by default, like MLflow's ./mlruns: a run's data sits next to the code that made
 # it and `git status` never shows it (.gitignore lists it).
@@ -34,7 +34,20 @@ class Settings(BaseSettings):
     api_token: SecretStr | None = Field(
         default=None,
         description="When set, every /api/v1 request and websocket must present it as a bearer "
-        "token (or ?token= for websockets). Required to listen on a non-loopback address.",
+        "token (websockets: as the subprotocol rollout.token.<base64url>). Required to listen on a "
+        "non-loopback address.",
+    )
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Host names (comma list; `.example.com` for a domain and its subdomains, "
+        "`*` for any) the service answers to besides loopback ones, the address it is bound to "
+        "and the host of public_url. Other Host headers get 400 (DNS-rebinding protection).",
+    )
+    allowed_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Origins (comma list of scheme://host[:port], `*` for any) whose pages may "
+        "change state or open websockets besides the service's own; every other Origin gets "
+        "403. Requests without an Origin (CLI, scripts, jobs) are not affected.",
     )
     ray_address: str | None = Field(
         default=None,
@@ -78,6 +91,13 @@ class Settings(BaseSettings):
         ge=1,
         description="Log lines kept per experiment; older ones are dropped as new ones arrive.",
     )
+
+    @field_validator("allowed_hosts", "allowed_origins", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     @property
     def resolved_database_url(self) -> str:

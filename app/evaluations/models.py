@@ -1,45 +1,22 @@
 """ORM rows of the evaluations domain: an evaluation of one checkpoint and its episodes.
 
-    pending ──► queued ──► running ──► succeeded | failed
-       │           │
-       └───────────┴──► failed   (launch errors, does not fit the cluster)
-
-An evaluation has no `stopping`/`stopped`: deleting one stops its job.
+The status enum and its allowed transitions live in app/evaluations/lifecycle.py (no SQLAlchemy,
+so wire schemas and the Python client can use it).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import enum
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Boolean, Double, Enum, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base, UTCDateTime, utcnow
+from app.evaluations.lifecycle import ALLOWED, EvaluationStatus
 from app.experiments.models import NEVER_REUSE_IDS
 
-
-class EvaluationStatus(enum.StrEnum):
-    pending = "pending"
-    queued = "queued"
-    running = "running"
-    succeeded = "succeeded"
-    failed = "failed"
-
-    @property
-    def is_finished(self) -> bool:
-        return self in (EvaluationStatus.succeeded, EvaluationStatus.failed)
-
-
-E = EvaluationStatus
-ALLOWED: dict[EvaluationStatus, frozenset[EvaluationStatus]] = {
-    E.pending: frozenset({E.queued, E.running, E.failed}),
-    E.queued: frozenset({E.running, E.failed}),
-    E.running: frozenset({E.succeeded, E.failed}),
-    E.succeeded: frozenset(),
-    E.failed: frozenset(),
-}
+__all__ = ["ALLOWED", "Evaluation", "EvaluationEpisode", "EvaluationStatus"]
 
 
 class Evaluation(Base):
@@ -77,6 +54,8 @@ class Evaluation(Base):
     finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     ray_job_id: Mapped[str | None] = mapped_column(String(128))
     job_token_hash: Mapped[str | None] = mapped_column(String(64))
+    # One-time code the launched job exchanges for its token (docs/operations.md).
+    job_claim_hash: Mapped[str | None] = mapped_column(String(64))
     error: Mapped[str | None] = mapped_column(Text)
     log_tail: Mapped[str | None] = mapped_column(Text)
     # Kept current by every episode upload (SQLite has no stddev aggregate).

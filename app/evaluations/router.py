@@ -23,7 +23,13 @@ from app.evaluations.schemas import (
     EvaluationPublic,
     VideoPublic,
 )
-from trainer.wire import EpisodeResults, EvaluationSpec, EvaluationStatusReport, VideoMeta
+from trainer.wire import (
+    EpisodeResults,
+    EvaluationSpec,
+    EvaluationStatusReport,
+    JobTokenGrant,
+    VideoMeta,
+)
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +119,16 @@ async def delete_evaluation(
 
 
 # --- job side ------------------------------------------------------------------------------------
+
+
+@job_router.post("/{evaluation_id}/token", response_model=JobTokenGrant)
+def job_redeem_claim(
+    evaluation_id: EvaluationId, claim: JobTokenDep, session: SessionDep
+) -> JobTokenGrant:
+    """Exchange the scheduler's one-time claim (the bearer) for the job token."""
+    token = service.redeem_job_claim(session, evaluation_id, claim)
+    session.commit()
+    return JobTokenGrant(token=token)
 
 
 @job_router.get("/{evaluation_id}", response_model=EvaluationSpec)

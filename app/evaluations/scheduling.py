@@ -8,7 +8,8 @@ FIFO queue (oldest first, `oldest_first`) under the same fit rules: an evaluatio
 `EVALUATION_RESOURCES` (a 1-CPU driver, no actors) and is never overtaken by, nor overtakes,
 an experiment that does not fit yet.
 
-Each evaluation runs as `python -m trainer.evaluation_job` with its own job token.
+Each evaluation runs as `python -m trainer.evaluation_job` with its own job token (exchanged for
+the one-time claim in its runtime_env, as experiments do).
 """
 
 from __future__ import annotations
@@ -184,17 +185,17 @@ class EvaluationScheduler:
         def claim(session: Session) -> str | None:
             if not _claim(session, snap.id, submission_id):
                 return None  # deleted meanwhile, or claimed by another API process
-            token = service.issue_job_token(session, snap.id)
+            job_claim = service.issue_job_claim(session, snap.id)
             service.transition(session, snap.id, E.running, reason)
-            return token
+            return job_claim
 
-        token = await self._db(claim)
-        if token is None:
+        job_claim = await self._db(claim)
+        if job_claim is None:
             return False
         request = JobRequest(
             experiment_id=snap.experiment_id,
             resources=snap.resources,
-            token=token,
+            claim=job_claim,
             api_url=self.settings.api_url,
             job_dir=files.job_dir(self.settings, snap.id),
             entrypoint_module=ENTRYPOINT_MODULE,

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from app.evaluations.models import EvaluationStatus
+from app.evaluations.lifecycle import EvaluationStatus
 
 MAX_EPISODES = 1000
 MAX_SEED = 2**31 - 1

@@ -17,7 +17,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.checkpoints import service as checkpoints
-from app.core.auth import hash_token, new_token, token_matches
+from app.core.auth import hash_token, issue_claim, new_token, redeem_claim, token_matches
 from app.core.db import publish_after_commit, utcnow
 from app.core.errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotFound
 from app.evaluations.models import ALLOWED, Evaluation, EvaluationEpisode, EvaluationStatus
@@ -171,6 +171,24 @@ def issue_job_token(session: Session, evaluation_id: int) -> str:
     evaluation = get(session, evaluation_id, lock=True)
     token = new_token()
     evaluation.job_token_hash = hash_token(token)
+    return token
+
+
+def issue_job_claim(session: Session, evaluation_id: int) -> str:
+    """The one-time claim the scheduler hands to the evaluation's job."""
+    return issue_claim(get(session, evaluation_id, lock=True))
+
+
+def redeem_job_claim(session: Session, evaluation_id: int, claim: str) -> str:
+    """The job token for the launched job's claim; Forbidden once spent or the run ended."""
+    evaluation = get(session, evaluation_id, lock=True)
+    running = evaluation.status == EvaluationStatus.running
+    token = redeem_claim(evaluation, claim) if running else None
+    if token is None:
+        raise Forbidden(
+            f"this claim is not valid for evaluation {evaluation_id}: already redeemed, "
+            "or the evaluation is not running"
+        )
     return token
 
 

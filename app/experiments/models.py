@@ -39,6 +39,8 @@ class Experiment(Base):
     finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     ray_job_id: Mapped[str | None] = mapped_column(String(128))
     job_token_hash: Mapped[str | None] = mapped_column(String(64))
+    # One-time code the launched job exchanges for its token (docs/operations.md).
+    job_claim_hash: Mapped[str | None] = mapped_column(String(64))
     error: Mapped[str | None] = mapped_column(Text)
     log_tail: Mapped[str | None] = mapped_column(Text)
     # Latest / best values of the metrics the list page shows, kept current by ingest.

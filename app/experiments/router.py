@@ -31,7 +31,7 @@ from app.experiments.schemas import (
 )
 from app.experiments.service import JobsControl
 from app.jobs.reconciler import job_dir
-from trainer.wire import LogLines, StatusReport
+from trainer.wire import JobTokenGrant, LogLines, StatusReport
 
 router = APIRouter(
     prefix="/experiments", tags=["experiments"], dependencies=[Depends(require_api_token)]
@@ -175,6 +175,16 @@ def get_logs(
 # --- job side ------------------------------------------------------------------------------------
 
 
+@job_router.post("/{experiment_id}/token", response_model=JobTokenGrant)
+def job_redeem_claim(
+    experiment_id: ExperimentId, claim: JobTokenDep, session: SessionDep
+) -> JobTokenGrant:
+    """Exchange the launcher's one-time claim (the bearer) for the job token."""
+    token = service.redeem_job_claim(session, experiment_id, claim)
+    session.commit()
+    return JobTokenGrant(token=token)
+
+
 @job_router.get("/{experiment_id}", response_model=JobExperiment)
 def job_get_experiment(
     experiment_id: ExperimentId, token: JobTokenDep, session: SessionDep
@@ -193,11 +203,14 @@ def job_get_experiment(
 def job_report_status(
     experiment_id: ExperimentId, body: StatusReport, token: JobTokenDep, session: SessionDep
 ) -> ExperimentPublic:
-    """Idempotent: reporting the status the experiment already has changes nothing.
+    """Idempotent: reporting the status the experiment already has changes nothing (even once
+    it ended: a retried final report). Any other report after the end is refused (403).
 
     `running` while a stop is in flight (`stopping`) is accepted and ignored: the stop wins.
     """
-    exp = service.authorize_job(session, experiment_id, token)
+    current = service.get(session, experiment_id).status
+    repeat = current.is_finished and current.value == body.status
+    exp = service.authorize_job(session, experiment_id, token, finished_ok=repeat, lock=True)
     if not (body.status == "running" and exp.status == ExperimentStatus.stopping):
         reason = body.reason or f"reported by job: {body.status}"
         exp = service.transition(
@@ -211,7 +224,7 @@ def job_report_status(
 def job_append_logs(
     experiment_id: ExperimentId, body: LogLines, token: JobTokenDep, session: SessionDep
 ) -> dict[str, int]:
-    service.authorize_job(session, experiment_id, token)
+    service.authorize_job(session, experiment_id, token, lock=True)
     count = service.append_logs(session, experiment_id, body.lines)
     session.commit()
     return {"lines": count}

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session
 
-from app.core.auth import hash_token, new_token, token_matches
+from app.core.auth import hash_token, issue_claim, new_token, redeem_claim, token_matches
 from app.core.db import publish_after_commit, utcnow
 from app.core.errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotFound
 from app.experiments.lifecycle import ExperimentStatus, can_transition
@@ -261,11 +261,47 @@ def issue_job_token(session: Session, experiment_id: int) -> str:
     return token
 
 
-def authorize_job(session: Session, experiment_id: int, token: str) -> Experiment:
-    """The experiment, if `token` is its job token; Forbidden otherwise (incl. other jobs')."""
-    exp = get(session, experiment_id)
+def issue_job_claim(session: Session, experiment_id: int) -> str:
+    """The one-time claim the launcher hands to the experiment's next job."""
+    return issue_claim(get(session, experiment_id, lock=True))
+
+
+def redeem_job_claim(session: Session, experiment_id: int, claim: str) -> str:
+    """The job token for the launched job's claim; Forbidden once spent or the run ended."""
+    exp = get(session, experiment_id, lock=True)
+    token = redeem_claim(exp, claim) if exp.status in (S.running, S.stopping) else None
+    if token is None:
+        raise Forbidden(
+            f"this claim is not valid for experiment {experiment_id}: already redeemed, "
+            "replaced by a later launch, or the experiment is not running"
+        )
+    return token
+
+
+def authorize_job(
+    session: Session,
+    experiment_id: int,
+    token: str,
+    *,
+    finished_ok: bool = False,
+    lock: bool = False,
+) -> Experiment:
+    """The experiment, if `token` is its job token and its run has not ended; Forbidden
+    otherwise (other jobs' tokens included).
+
+    A job token is revoked by its experiment's end (final: a resume is a new experiment with a
+    new token). Once succeeded / failed / stopped, nothing it sends is taken (no late metrics,
+    logs, checkpoints, status), so a job still running behind a terminal status (a zombie)
+    cannot rewrite what the experiment shows. `finished_ok` lets a retried final status report
+    through (it changes nothing). Writers pass `lock` so an end committed meanwhile is seen.
+    """
+    exp = get(session, experiment_id, lock=lock)
     if not token_matches(token, exp.job_token_hash):
         raise Forbidden(f"this token may not write to experiment {experiment_id}")
+    if exp.status.is_finished and not finished_ok:
+        raise Forbidden(
+            f"experiment {experiment_id} has ended ({exp.status.value}): its job token is revoked"
+        )
     return exp
 
 

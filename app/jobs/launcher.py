@@ -2,8 +2,10 @@
 
 One experiment = one Ray job running `<this interpreter> -m trainer.job`: the same virtualenv as
 the service, no runtime_env upload of the project. Everything the job needs travels in its
-runtime_env environment (never on its command line): the API URL, its own job token, its
-experiment id. The Ray SDK client is blocking (requests), so every call runs in a thread.
+runtime_env environment (never on its command line): the API URL, its experiment id and a
+one-time claim it exchanges for its job token (Ray's dashboard lists every job's runtime_env:
+a claim read there after the job started is spent). Nothing else of the service's environment
+goes with it. The Ray SDK client is blocking (requests), so every call runs in a thread.
 Cluster usage comes from the dashboard's HTTP API (asynchronously, no Ray driver in the API).
 """
 
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from app.jobs.resources import ClusterResources, ExperimentResources
-from trainer.wire import ENV_API_URL, ENV_EXPERIMENT_ID, ENV_JOB_DIR, ENV_JOB_TOKEN
+from trainer.wire import ENV_API_URL, ENV_EXPERIMENT_ID, ENV_JOB_CLAIM, ENV_JOB_DIR
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
@@ -67,7 +69,7 @@ class JobRequest:
 
     experiment_id: int
     resources: ExperimentResources
-    token: str
+    claim: str  # exchanged by the job for its token: the token itself never reaches Ray
     api_url: str
     job_dir: Path
     # What the job runs (`python -m <module>`) and what else it finds in its environment:
@@ -147,7 +149,7 @@ class RayJobLauncher:
         env_vars = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
         env_vars |= {
             ENV_API_URL: request.api_url,
-            ENV_JOB_TOKEN: request.token,
+            ENV_JOB_CLAIM: request.claim,
             ENV_EXPERIMENT_ID: str(request.experiment_id),
             ENV_JOB_DIR: str(request.job_dir),
             # The job supervisor SIGKILLs the driver this long after stop_job's SIGTERM (Ray's

@@ -31,6 +31,22 @@ RAY_ENV = {
 }
 
 
+# The service's own settings and credentials never reach Ray: every worker and job driver of a
+# local head inherits the head's environment, and jobs import user code (custom env modules).
+SECRET_PREFIXES = ("ROLLOUT_",)
+SECRET_NAMES = frozenset({"PGPASSWORD", "PGPASSFILE", "PGSERVICEFILE", "DATABASE_URL"})
+
+
+def cluster_environ(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """`environ` (default: this process's) without the service's settings and secrets."""
+    source = dict(os.environ if environ is None else environ)
+    return {
+        key: value
+        for key, value in source.items()
+        if not key.startswith(SECRET_PREFIXES) and key not in SECRET_NAMES
+    }
+
+
 def free_ports(count: int) -> list[int]:
     """Ask the kernel for `count` distinct free TCP ports on 127.0.0.1."""
     sockets = []
@@ -169,7 +185,7 @@ class LocalRayHead:
         if self.num_cpus is not None:
             cmd.append(f"--num-cpus={self.num_cpus}")
         env = {
-            **os.environ,
+            **cluster_environ(),
             **RAY_ENV,
             "AUTOSCALER_METRIC_PORT": str(autoscaler_metrics),
             "DASHBOARD_METRIC_PORT": str(dash_metrics),

@@ -326,17 +326,17 @@ class Reconciler:
         def claim(session: Session) -> str | None:
             if not _claim(session, snap.id, submission_id):
                 return None  # stopped meanwhile, or claimed by another API process
-            token = service.issue_job_token(session, snap.id)
+            job_claim = service.issue_job_claim(session, snap.id)
             service.transition(session, snap.id, S.running, reason)
-            return token
+            return job_claim
 
-        token = await self._db(claim)
-        if token is None:
+        job_claim = await self._db(claim)
+        if job_claim is None:
             return False
         request = JobRequest(
             experiment_id=snap.id,
             resources=snap.resources,
-            token=token,
+            claim=job_claim,
             api_url=self.settings.api_url,
             job_dir=job_dir(self.settings, snap.id),
         )

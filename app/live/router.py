@@ -7,9 +7,10 @@ import contextlib
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
-from app.core.auth import check_api_token, websocket_token
+from app.core.auth import check_api_token, stream_subprotocol, websocket_token
 from app.core.deps import read_sessionmaker
 from app.core.errors import NotFound, RolloutError
 from app.experiments import service as experiments
@@ -28,12 +29,28 @@ TRY_AGAIN_LATER = 1013
 
 
 async def _authorized(websocket: WebSocket) -> bool:
+    """Check the API token before the handshake completes; refuse it like an HTTP request."""
     try:
         check_api_token(websocket.app.state.settings, websocket_token(websocket))
-    except RolloutError:
-        await websocket.close(code=POLICY_VIOLATION, reason="an API token is required")
+    except RolloutError as exc:
+        await _refuse(websocket, exc)
         return False
     return True
+
+
+async def _refuse(websocket: WebSocket, exc: RolloutError) -> None:
+    """The error envelope with its HTTP status where the server can send one, else a 1008 close
+    (which clients see as a bare 403)."""
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+        response = JSONResponse(exc.body(), status_code=exc.status_code, headers=headers)
+        await websocket.send_denial_response(response)
+    else:
+        await websocket.close(code=POLICY_VIOLATION, reason=exc.message[:120])
+
+
+async def _accept(websocket: WebSocket) -> None:
+    await websocket.accept(subprotocol=stream_subprotocol(websocket))
 
 
 def _backlog(session: Session, experiment_id: int, since_step: int) -> list[dict[str, Any]]:
@@ -123,7 +140,7 @@ async def experiment_stream(websocket: WebSocket, experiment_id: int, since_step
         except NotFound as exc:
             await websocket.close(code=POLICY_VIOLATION, reason=exc.message[:120])
             return
-        await websocket.accept()
+        await _accept(websocket)
         last_step = since_step
         for message in backlog:
             if message["type"] == "metrics":
@@ -139,5 +156,5 @@ async def experiments_stream(websocket: WebSocket) -> None:
         return
     hub: LiveHub = websocket.app.state.hub
     async with hub.subscribe(ALL_EXPERIMENTS) as subscription:
-        await websocket.accept()
+        await _accept(websocket)
         await _pump(websocket, subscription, last_step=-1)

@@ -67,7 +67,7 @@ def ingest_metrics(
     experiment_id: int, body: MetricsIngest, token: JobTokenDep, session: SessionDep
 ) -> IngestResult:
     """Idempotent upsert keyed by (experiment, step, name); pushed live after commit."""
-    exp = experiments.authorize_job(session, experiment_id, token)
+    exp = experiments.authorize_job(session, experiment_id, token, lock=True)
     result = service.ingest(session, exp, body.rows)
     session.commit()
     return result

@@ -31,6 +31,13 @@ SMALL_CONFIG: dict[str, Any] = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _testclient_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Starlette's TestClient sends `Host: testserver`; every app built here answers to it
+    (tests of the Host check pass `allowed_hosts` themselves)."""
+    monkeypatch.setenv("ROLLOUT_ALLOWED_HOSTS", "testserver")
+
+
 @pytest.fixture(scope="session")
 def postgres_database() -> Iterator[str]:
     if not postgres_available():

@@ -12,6 +12,7 @@ import pytest
 
 from app.checkpoints.models import Checkpoint
 from app.core.db import SessionMaker, make_engine, make_sessionmaker, migrate, transaction
+from app.core.errors import Forbidden
 from app.evaluations import service as evaluations
 from app.evaluations.scheduling import EVALUATION_RESOURCES, MISSING_GRACE_S, oldest_first
 from app.evaluations.schemas import EvaluationCreate
@@ -88,7 +89,13 @@ def test_an_evaluation_runs_as_its_own_one_cpu_job_with_its_own_token(
     assert request.resources == EVALUATION_RESOURCES and request.resources.cpus == 1.0
     assert request.job_dir == (tmp_path / "jobs" / "evaluations" / str(eid)).resolve()
     with sessionmaker() as session:
-        assert evaluations.authorize_job(session, eid, request.token).id == eid
+        with pytest.raises(Forbidden):
+            evaluations.authorize_job(session, eid, request.claim)
+        token = evaluations.redeem_job_claim(session, eid, request.claim)
+        session.commit()
+        assert evaluations.authorize_job(session, eid, token).id == eid
+        with pytest.raises(Forbidden):
+            evaluations.redeem_job_claim(session, eid, request.claim)
 
 
 def test_one_fifo_queue_for_experiments_and_evaluations(

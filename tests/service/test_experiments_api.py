@@ -157,9 +157,10 @@ def test_job_status_reports_are_idempotent_and_guarded(client, create_experiment
     ).json()
     assert failed["status"] == "failed"
     assert failed["error"] == "ValueError: boom" and failed["log_tail"] == "line1\nline2"
-    illegal = client.post(url, json={"status": "running"}, headers=headers)
-    assert illegal.status_code == 409
-    assert illegal.json()["error"]["code"] == "illegal_transition"
+    assert client.post(url, json={"status": "failed"}, headers=headers).status_code == 200
+    late = client.post(url, json={"status": "running"}, headers=headers)
+    assert late.status_code == 403  # the end revoked the job token
+    assert late.json()["error"]["code"] == "forbidden"
     events = client.get(f"/api/v1/experiments/{exp['id']}/events").json()
     assert [e["to_status"] for e in events] == ["pending", "running", "failed"]
 

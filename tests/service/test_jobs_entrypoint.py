@@ -26,7 +26,7 @@ def test_job_env_comes_from_the_environment_only(tmp_path: Path) -> None:
     )
     assert (env.api_url, env.token, env.experiment_id) == ("http://api:8000", "t0ken", "7")
     assert env.job_dir == tmp_path / "jobs" / "7" and env.job_dir.is_dir()
-    with pytest.raises(SystemExit, match="ROLLOUT_JOB_TOKEN"):
+    with pytest.raises(SystemExit, match="ROLLOUT_JOB_CLAIM"):
         JobEnv.from_environ({"ROLLOUT_API_URL": "x", "ROLLOUT_EXPERIMENT_ID": "7"})
 
 

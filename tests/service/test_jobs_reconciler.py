@@ -13,6 +13,7 @@ import pytest
 
 from app.core.config import Settings
 from app.core.db import SessionMaker, make_engine, make_sessionmaker, migrate, transaction
+from app.core.errors import Forbidden
 from app.experiments import service
 from app.experiments.schemas import ExperimentCreate
 from app.jobs.launcher import JobRequest, RayJob, RayJobState, RayUnavailable
@@ -136,8 +137,15 @@ def test_new_experiments_are_queued_and_launched_with_a_fresh_token(
     assert exp.ray_job_id == submission_id
     assert request.api_url == "http://127.0.0.1:8123"
     assert request.job_dir == (tmp_path / "jobs" / str(exp_id)).resolve()
-    with sessionmaker() as session:  # the token handed to the job is the experiment's own
-        assert service.authorize_job(session, exp_id, request.token).id == exp_id
+    # The job gets a one-time claim, not a token: it redeems it once for the experiment's own.
+    with sessionmaker() as session:
+        with pytest.raises(Forbidden):
+            service.authorize_job(session, exp_id, request.claim)
+        token = service.redeem_job_claim(session, exp_id, request.claim)
+        session.commit()
+        assert service.authorize_job(session, exp_id, token).id == exp_id
+        with pytest.raises(Forbidden):
+            service.redeem_job_claim(session, exp_id, request.claim)
 
 
 def test_experiments_wait_while_they_do_not_fit_and_start_in_order(

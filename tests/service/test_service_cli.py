@@ -23,17 +23,22 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @contextlib.contextmanager
-def running_service(data_dir: Path, port: int) -> Iterator[str]:
-    """`rollout serve` with jobs off; SIGINT on exit, which must end it cleanly."""
+def running_service(
+    data_dir: Path, port: int, token: str | None = None, log: list[str] | None = None
+) -> Iterator[str]:
+    """`rollout serve` with jobs off; SIGINT on exit, which must end it cleanly. Its log
+    (uvicorn's, access lines included) is appended to `log` once it has stopped."""
     env = {
         "ROLLOUT_JOBS_ENABLED": "false",
         "ROLLOUT_FRONTEND_DIR": str(data_dir / "no-frontend"),
-        "ROLLOUT_API_TOKEN": None,
+        "ROLLOUT_API_TOKEN": token,
         "ROLLOUT_DATABASE_URL": None,
     }
     with rollout_serve(data_dir, port=port, env=env, stop_timeout_s=20) as served:
         yield served.url
     assert served.proc.returncode == 0, served.log_path.read_text()[-2000:]
+    if log is not None:
+        log.append(served.log_path.read_text())
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +121,39 @@ def test_watch_follows_until_success_and_download(server, tmp_path, capsys):
     assert (
         main(["download", str(exp_id), "--checkpoint", "77", "-o", str(target), "--url", url]) == 1
     )
+
+
+def test_watch_with_a_token_keeps_it_out_of_the_server_log(tmp_path, capsys):
+    token = "cli-s3cret-token"
+    log: list[str] = []
+    with running_service(tmp_path, free_ports(1)[0], token=token, log=log) as url:
+        exp_id = _submit_with_token(url, tmp_path, capsys, token)
+        job = httpx.Client(
+            base_url=f"{url}/api/v1/jobs/experiments/{exp_id}",
+            headers={"Authorization": f"Bearer {_token(tmp_path, exp_id)}"},
+        )
+        job.post("/status", json={"status": "running"}).raise_for_status()
+        result: dict[str, int] = {}
+        args = ["watch", str(exp_id), "--url", url, "--token", token]
+        watcher = threading.Thread(target=lambda: result.update(rc=main(args)))
+        watcher.start()
+        time.sleep(1.0)
+        rows = [{"step": 5000, "time_s": 1.0, "values": {"episode_return_mean": 42.5}}]
+        job.post("/metrics", json={"rows": rows}).raise_for_status()
+        job.post("/status", json={"status": "succeeded"}).raise_for_status()
+        watcher.join(timeout=30)
+        assert not watcher.is_alive() and result["rc"] == 0
+        assert "status: succeeded" in capsys.readouterr().out
+    [text] = log
+    assert f"/api/v1/experiments/{exp_id}/stream" in text  # the websocket was logged...
+    assert token not in text  # ...without the token
+
+
+def _submit_with_token(url: str, tmp_path: Path, capsys, token: str) -> int:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(SMALL_CONFIG))
+    assert main(["submit", str(config), "--url", url, "--token", token]) == 0
+    return int(capsys.readouterr().out.strip())
 
 
 def test_unreachable_service_is_a_clear_message(capsys):
@@ -202,3 +240,64 @@ def test_sweep_submit_errors_are_clear(server, tmp_path, capsys):
     assert "unknown keys lr" in capsys.readouterr().err
     assert main(["sweep", "show", "999", "--url", url]) == 1
     assert "sweep 999 does not exist" in capsys.readouterr().err
+
+
+def test_show_fork_wait_delete(server, tmp_path, capsys):
+    url, _ = server
+    exp_id = _submit(url, tmp_path, capsys, name="shown")
+    assert main(["show", str(exp_id), "--url", url]) == 0
+    out = capsys.readouterr().out
+    assert f"experiment {exp_id}: shown" in out and "status      pending" in out
+    assert "-> pending: " in out  # the timeline
+
+    args = ["fork", str(exp_id), "--set", "lr=0.001", "--set", "stop.env_steps=5000"]
+    assert main([*args, "--name", "forked", "--url", url]) == 0
+    fork_id = int(capsys.readouterr().out.strip())
+    assert main(["show", str(fork_id), "--json", "--url", url]) == 0
+    forked = json.loads(capsys.readouterr().out)
+    assert forked["parent_id"] == exp_id and forked["name"] == "forked"
+    assert forked["config"]["lr"] == 0.001 and forked["config"]["stop"]["env_steps"] == 5000
+    assert main(["fork", str(exp_id), "--set", "lr=-1", "--url", url]) == 1
+    assert "config.lr" in capsys.readouterr().err
+    assert main(["fork", str(exp_id), "--set", "lr", "--url", url]) == 2
+    assert "expected FIELD=VALUE" in capsys.readouterr().err
+
+    assert main(["wait", str(fork_id), "--timeout", "0.5", "--url", url]) == 3
+    assert "still pending" in capsys.readouterr().err
+    assert main(["resume", str(exp_id), "--url", url]) == 1
+    assert "error 409" in capsys.readouterr().err
+    assert main(["delete", str(exp_id), "--url", url]) == 1  # not finished
+    assert main(["stop", str(exp_id), "--url", url]) == 0
+    assert main(["wait", str(exp_id), "--url", url]) == 1  # ended, but not succeeded
+    assert "status: stopped" in capsys.readouterr().out
+    assert main(["delete", str(exp_id), "--url", url]) == 0
+    assert "deleted" in capsys.readouterr().out
+    assert main(["show", str(exp_id), "--url", url]) == 1
+    assert "error 404" in capsys.readouterr().err
+
+
+def test_presets_and_evaluate_remote(server, tmp_path, capsys):
+    url, data_dir = server
+    assert main(["presets", "--url", url]) == 0
+    assert "classic_control" in capsys.readouterr().out
+    config = tmp_path / "acrobot.json"
+    config.write_text(json.dumps({"env_id": "Acrobot-v1"}))
+    assert main(["presets", "--resolve", str(config), "--url", url]) == 0
+    out = capsys.readouterr().out
+    assert "preset: classic_control + Acrobot" in out and '"num_epochs": 4' in out
+
+    exp_id = _submit(url, tmp_path, capsys, name="evaluated")
+    assert main(["evaluate-remote", str(exp_id), "--url", url]) == 1
+    assert "error 409" in capsys.readouterr().err  # no checkpoint yet
+    job = httpx.Client(base_url=f"{url}/api/v1/jobs/experiments/{exp_id}")
+    job.headers["Authorization"] = f"Bearer {_token(data_dir, exp_id)}"
+    job.put("/checkpoints", params={"iteration": 1, "env_steps": 100}, content=b"x")
+    args = ["evaluate-remote", str(exp_id), "--episodes", "3", "--url", url]
+    assert main([*args, "--no-wait"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("evaluation ") and "(iteration 1), 3 episodes" in out
+    # Jobs are off in this service: the evaluation stays pending until the wait runs out.
+    assert main([*args, "--timeout", "0.5"]) == 3
+    assert "still pending" in capsys.readouterr().err
+    assert main([*args, "--episodes", "0"]) == 1
+    assert "episodes" in capsys.readouterr().err

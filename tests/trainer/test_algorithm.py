@@ -113,18 +113,49 @@ def test_stop_reasons() -> None:
         assert algo.stop_reason() == "env_steps"
     finally:
         algo.stop()
-    low_bar = PPO(_config(stop={"episode_return_mean": 1.0, "env_steps": None}))
-    try:
-        low_bar.train()
-        assert low_bar.stop_reason() == "episode_return_mean"
-    finally:
-        low_bar.stop()
     timed = PPO(_config(stop={"wall_seconds": 1e-3, "env_steps": None}))
     try:
         timed.train()
         assert timed.stop_reason() == "wall_seconds"
     finally:
         timed.stop()
+
+
+def test_return_stop_is_the_last_100_episode_mean() -> None:
+    # 5-step episodes: ~51 finish per 256-step iteration, every one with return 5 >= 1.
+    low_bar = PPO(_config(env_config={"max_episode_steps": 5}, stop={"episode_return_mean": 1.0}))
+    try:
+        low_bar.train()
+        assert 0 < low_bar.window.episodes < 100 and low_bar.window.return_mean >= 1.0
+        assert low_bar.stop_reason() is None  # a mean of fewer than 100 episodes
+        while low_bar.window.episodes < 100:
+            low_bar.train()
+        assert low_bar.stop_reason() == "episode_return_mean"
+    finally:
+        low_bar.stop()
+    high_bar = PPO(_config(env_config={"max_episode_steps": 5}, stop={"episode_return_mean": 6}))
+    try:
+        for _ in range(3):
+            high_bar.train()
+        assert high_bar.window.full and high_bar.stop_reason() is None
+    finally:
+        high_bar.stop()
+
+
+def test_linear_lr_is_the_lr_where_each_batch_began() -> None:
+    algo = PPO(_config(lr=1e-3, lr_schedule="linear", stop={"env_steps": 768}))
+    rows = []
+    try:
+        while algo.stop_reason() is None:
+            start = algo.env_steps
+            rows.append((start, algo.train()["lr"]))
+    finally:
+        algo.stop()
+    assert len(rows) == 3
+    assert rows[0] == (0, pytest.approx(1e-3))  # the first update trains at the full lr
+    for start, lr in rows:
+        assert lr == pytest.approx(1e-3 * (1 - start / 768))
+    assert rows[-1][1] > 1e-3 / 4  # the last update still learns (~1/3 of the lr)
 
 
 @pytest.mark.parametrize("env_id", CLASSIC_CONTROL)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
+import shutil
 import tarfile
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from trainer import checkpoint
 from trainer.algorithm import PPO
 from trainer.checkpoint import (
     FORMAT_VERSION,
@@ -119,3 +123,97 @@ def test_retention_keeps_latest_and_best(tmp_path: Path) -> None:
     assert names == ["checkpoint_000002", "checkpoint_000004", "checkpoint_000005"]
     assert manager.best() is not None and manager.best().name == "checkpoint_000002"
     assert manager.latest() is not None and manager.latest().name == "checkpoint_000005"
+
+
+# --- failures, atomic saves and bounded extraction ----------------------------------------------
+@pytest.fixture
+def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """tempfile's default dir for this test only, so leftovers of other processes never count."""
+    tmp = tmp_path / "system-tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    return tmp
+
+
+def _archive(path: Path, files: dict[str, bytes]) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_an_archive_that_fails_to_load_leaves_no_temp_dir(
+    trained: tuple[PPO, Path], tmp_path: Path, private_tmp: Path
+) -> None:
+    _, path = trained
+    no_meta = _archive(tmp_path / "no_meta.tar.gz", {"notes.txt": b"hello"})
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint\.json"):
+        load(no_meta)
+    good = pack(path, tmp_path / "good.tar.gz").read_bytes()
+    truncated = tmp_path / "truncated.tar.gz"
+    truncated.write_bytes(good[: len(good) // 2])
+    with pytest.raises((tarfile.TarError, EOFError, OSError)):
+        load(truncated)
+    meta = json.loads((path / "checkpoint.json").read_text())
+    future = _archive(
+        tmp_path / "future.tar.gz",
+        {"checkpoint.json": json.dumps({**meta, "format_version": 99}).encode()},
+    )
+    with pytest.raises(ValueError, match="unsupported checkpoint format"):
+        load(future)
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_extraction_is_bounded(
+    trained: tuple[PPO, Path], tmp_path: Path, private_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, path = trained
+    archive = pack(path, tmp_path / "ckpt.tar.gz")
+    monkeypatch.setattr(checkpoint, "MAX_EXTRACTED_BYTES", (path / "state.pt").stat().st_size)
+    with pytest.raises(ValueError, match="refusing a checkpoint archive"):
+        load(archive)  # state.pt alone fits, with checkpoint.json it does not
+    many = _archive(tmp_path / "many.tar.gz", {f"f{i}": b"x" for i in range(17)})
+    with pytest.raises(ValueError, match="refusing a checkpoint archive of more than 16 files"):
+        load(many)
+    assert list(private_tmp.iterdir()) == []
+    monkeypatch.setattr(checkpoint, "MAX_EXTRACTED_BYTES", 2 * 1024**3)
+    assert load(archive)[1]["iteration"] == 2
+
+
+def test_a_failed_save_keeps_the_old_checkpoint_and_leaves_nothing(
+    trained: tuple[PPO, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    algo, _ = trained
+    target = checkpoint.save(tmp_path / "ckpts" / "checkpoint_000002", algo)
+
+    def disk_full() -> dict[str, object]:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(algo, "get_state", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        checkpoint.save(target, algo)
+    assert [p.name for p in target.parent.iterdir()] == ["checkpoint_000002"]
+    assert load(target)[1]["iteration"] == 2
+
+
+def test_a_replacing_save_never_leaves_the_target_incomplete(
+    trained: tuple[PPO, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    algo, _ = trained
+    target = checkpoint.save(tmp_path / "ckpts" / "checkpoint_000002", algo)
+    seen: list[int] = []
+    rmtree = shutil.rmtree
+
+    def watching_rmtree(path: object, *args: object, **kwargs: object) -> None:
+        rmtree(path, *args, **kwargs)  # type: ignore[arg-type]
+        seen.append(read_meta(target)["iteration"])  # fails if the target is gone or partial
+
+    monkeypatch.setattr(shutil, "rmtree", watching_rmtree)
+    monkeypatch.setattr(algo, "iteration", 7)
+    checkpoint.save(target, algo)
+    monkeypatch.undo()
+    assert seen and seen[-1] == 7
+    assert read_meta(target)["iteration"] == 7
+    assert [p.name for p in target.parent.iterdir()] == ["checkpoint_000002"]

@@ -195,6 +195,48 @@ def test_tiny_batch_still_takes_every_minibatch_step() -> None:
     assert math.isfinite(stats.policy_loss) and stats.num_steps_trained == 3
 
 
+def _minibatch_rows(learner: PPOLearner, chunks: list[EpisodeChunk]) -> list[int]:
+    """Rows of every minibatch forward pass of one update."""
+    rows: list[int] = []
+    hook = learner.module.register_forward_pre_hook(lambda _m, args: rows.append(len(args[0])))
+    try:
+        learner.update(chunks, env_steps=0)
+    finally:
+        hook.remove()
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("batch", "minibatch", "expected"),
+    [
+        (1000, 600, [600, 400]),  # not a divisor: the last minibatch takes the rest
+        (1000, 300, [300, 300, 300, 100]),
+        (1000, 250, [250] * 4),
+        (1000, 1000, [1000]),
+    ],
+)
+def test_minibatches_have_minibatch_size_rows(
+    batch: int, minibatch: int, expected: list[int]
+) -> None:
+    cfg = _config(train_batch_size_per_learner=batch, minibatch_size=minibatch, num_epochs=2)
+    learner = PPOLearner(cfg, OBS, DISCRETE)
+    chunks = make_chunks(None, np.random.default_rng(8), num_chunks=10, length=100)  # 1000 rows
+    assert _minibatch_rows(learner, chunks) == expected * 2
+    assert learner.num_minibatches == len(expected)
+
+
+def test_minibatch_count_follows_the_config_whatever_the_shard_size() -> None:
+    # DDP ranks must take the same number of steps: shards a little larger or smaller than
+    # train_batch_size_per_learner keep the config's count (every row once per epoch).
+    cfg = _config(train_batch_size_per_learner=1000, minibatch_size=300, num_epochs=1)
+    learner = PPOLearner(cfg, OBS, DISCRETE)
+    rng = np.random.default_rng(9)
+    larger = make_chunks(None, rng, num_chunks=10, length=101)  # 1010 rows
+    assert _minibatch_rows(learner, larger) == [300, 300, 300, 110]
+    smaller = make_chunks(None, rng, num_chunks=10, length=88)  # 880 rows < 3 x 300
+    assert _minibatch_rows(learner, smaller) == [220] * 4
+
+
 def test_train_batch_uses_one_value_pass_and_masks_bootstrap_rows() -> None:
     chunks = make_chunks(None, np.random.default_rng(7), num_chunks=5, length=7)
     calls: list[int] = []

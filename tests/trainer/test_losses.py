@@ -72,6 +72,18 @@ def test_value_loss_by_hand(vf_clip: float | None, expected: float) -> None:
     assert vf_loss.item() == pytest.approx(expected, rel=1e-6)
 
 
+def test_vf_clip_param_is_ppo2_value_clipping_not_rllibs_error_cap() -> None:
+    # RLlib's vf_clip_param=10 would cap the squared error 16 at 10; here it bounds how far the
+    # prediction moves from the old one (4 -> 0 is within 10), so the error stays 16.
+    mb = _batch(logp=[LOG_HALF], values=[4.0], value_targets=[4.0])
+    new = (torch.zeros(1, 2), torch.tensor([0.0]))
+    _, vf_loss, *_ = ppo_losses(new, mb, PPOConfig(vf_clip_param=10.0), Categorical)
+    assert vf_loss.item() == pytest.approx(16.0)
+    # The form and the API show the field's description: it must warn RLlib users.
+    description = PPOConfig.model_fields["vf_clip_param"].description or ""
+    assert "PPO2" in description and "NOT RLlib's" in description
+
+
 def test_entropy_and_kl_by_hand() -> None:
     # Old policy uniform; new policy [.75, .25] (logits log 3, 0).
     mb = _batch(logp=[LOG_HALF], dist_inputs=[[0.0, 0.0]])

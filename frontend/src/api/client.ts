@@ -12,6 +12,7 @@ import type {
   FieldError,
   MetricsResponse,
   PPOConfig,
+  ReferenceList,
   ResolvedConfig,
 } from "./types";
 import type { SweepDetail, SweepMetrics, Sweep } from "./sweepTypes";
@@ -127,16 +128,31 @@ export const api = {
     request<SweepMetrics>("GET", `/sweeps/${id}/metrics${query({ names: names.join(","), points })}`),
   stopSweep: (id: number) => request<SweepDetail>("POST", `/sweeps/${id}/stop`),
   deleteSweep: (id: number) => request<void>("DELETE", `/sweeps/${id}`),
+  references: (envId: string) => request<ReferenceList>("GET", `/references${query({ env_id: envId })}`),
 };
 
 export function checkpointDownloadUrl(id: number, cid: number | "best" | "latest"): string {
   return `${API}/experiments/${id}/checkpoints/${cid}/download`;
 }
 
-/** ws:// URL for a stream path under /api/v1, with the API token when one is configured. */
+/** ws:// URL for a stream path under /api/v1. Never carries the token: servers log URLs. */
 export function wsUrl(path: string, params: Record<string, string | number | null | undefined> = {}): string {
   const proto = location.protocol === "https:" ? "wss" : "ws";
-  return `${proto}://${location.host}${API}${path}${query({ ...params, token: apiToken() })}`;
+  return `${proto}://${location.host}${API}${path}${query(params)}`;
+}
+
+/**
+ * Websocket subprotocols to offer: "rollout", plus the API token as
+ * "rollout.token.<base64url>" when one is configured (browsers cannot set an Authorization
+ * header on a websocket; the service answers "rollout" and never echoes the token back).
+ */
+export function streamProtocols(token: string | null = apiToken()): string[] {
+  if (!token) return ["rollout"];
+  const bytes = new TextEncoder().encode(token);
+  let binary = "";
+  for (const b of bytes) binary += String.fromCharCode(b);
+  const encoded = btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  return ["rollout", `rollout.token.${encoded}`];
 }
 
 /**

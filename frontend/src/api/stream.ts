@@ -4,6 +4,7 @@
  * reported so the page can show "offline".
  */
 
+import { streamProtocols } from "./client";
 import type { StreamMessage } from "./types";
 
 export interface SocketLike {
@@ -27,7 +28,9 @@ export interface StreamOptions {
   socketFactory?: SocketFactory;
 }
 
-const browserSocket: SocketFactory = (url) => new WebSocket(url) as unknown as SocketLike;
+// The API token (if any) travels as a subprotocol, never in the URL.
+const browserSocket: SocketFactory = (url) =>
+  new WebSocket(url, streamProtocols()) as unknown as SocketLike;
 
 export class LiveStream {
   private socket: SocketLike | null = null;

@@ -232,3 +232,41 @@ export type StreamMessage =
   | ExperimentMessage
   | DeletedMessage
   | EvaluationMessage;
+
+/** GET /references (app/references/schemas.py): a peer's learning curve over seeds. */
+export interface ReferenceBand {
+  x: number[];
+  mean: number[];
+  min: number[];
+  max: number[];
+}
+
+export interface ReferenceRun {
+  seed: number;
+  episodes: number;
+  env_steps: number;
+  wall_s: number;
+  final_return: number;
+}
+
+export interface Reference {
+  env_id: string;
+  label: string;
+  source: string;
+  settings: Record<string, unknown>;
+  budget_env_steps: number;
+  metric: string;
+  window: number;
+  seeds: number[];
+  command: string;
+  generated_at: string;
+  machine: string;
+  notes: string;
+  env_steps: ReferenceBand;
+  wall_time_s: ReferenceBand;
+  runs: ReferenceRun[];
+}
+
+export interface ReferenceList {
+  items: Reference[];
+}

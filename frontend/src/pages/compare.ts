@@ -1,12 +1,14 @@
 /**
  * Compare page: several experiments overlaid, one chart per metric with one line per experiment,
- * each continued live by its own stream, and a table of the config fields that differ.
+ * each continued live by its own stream, and a table of the config fields that differ. The
+ * reference curves of the experiments' env ids can be overlaid on the episode return chart.
  */
 
 import { api, ApiError } from "../api/client";
 import { ExperimentFeed } from "../api/feed";
 import type { Experiment } from "../api/types";
 import { alignSeries, type XY } from "../data/align";
+import { withOverlay } from "../data/overlay";
 import { plotData, WALL_TIME } from "../data/plotData";
 import { inverseInterpolate } from "../data/series";
 import { MetricChart, PALETTE } from "../ui/chart";
@@ -14,6 +16,7 @@ import { chartControls, xAxis, type ChartSettings } from "../ui/chartControls";
 import { trackStream, untrackStream } from "../ui/conn";
 import { el, frameScheduler } from "../ui/dom";
 import { diffTable, legendItem } from "../ui/compareParts";
+import { ReferenceOverlay } from "../ui/referenceOverlay";
 import { updateBadge } from "../ui/status";
 import { COMPARE_METRICS } from "./chartDefs";
 
@@ -26,6 +29,7 @@ export function mountCompare(root: HTMLElement, query: URLSearchParams): () => v
   const legend = el("ul", { class: "legend" });
   const diffBox = el("div", { class: "table-wrap" });
   const chartsGrid = el("div", { class: "charts" });
+  const overlay = new ReferenceOverlay(() => redraw(ReferenceOverlay.METRIC));
   const controls = chartControls(settings, (what) => {
     if (what !== "smoothing") for (const c of charts.values()) c.reconfigure({ log: settings.log, ...xAxis(settings.xMode) });
     redrawAll();
@@ -35,7 +39,7 @@ export function mountCompare(root: HTMLElement, query: URLSearchParams): () => v
       "div",
       { class: "compare" },
       el("section", { class: "panel" }, el("div", { class: "page-head" }, el("h1", {}, `Compare ${ids.length} experiments`), el("a", { href: "#/" }, "Back to experiments")), notice, legend),
-      el("section", { class: "panel" }, el("h2", {}, "Metrics"), controls, chartsGrid),
+      el("section", { class: "panel" }, el("h2", {}, "Metrics"), controls, overlay.root, chartsGrid),
       el("section", { class: "panel" }, el("h2", {}, "Config differences"), diffBox),
     ),
   );
@@ -75,7 +79,9 @@ export function mountCompare(root: HTMLElement, query: URLSearchParams): () => v
       const [x, y] = plotData((n) => f.store.get(n), [metric], settings.xMode, settings.smoothing);
       return { x, y };
     });
-    charts.get(metric)?.setData(alignSeries(tables));
+    const aligned = alignSeries(tables);
+    const overlaid = metric === ReferenceOverlay.METRIC && overlay.count > 0;
+    charts.get(metric)?.setData(overlaid ? withOverlay(aligned, overlay.tables(settings.xMode), overlay.edges()) : aligned);
   }
   function redrawAll(): void {
     for (const m of charts.keys()) redraw(m);
@@ -137,6 +143,17 @@ export function mountCompare(root: HTMLElement, query: URLSearchParams): () => v
       for (const e of list) exps.set(e.id, e);
       renderHeader();
       makeCharts();
+      const returnChart = charts.get(ReferenceOverlay.METRIC);
+      const envIds = list.map((e) => e.config.env_id).filter((v): v is string => typeof v === "string");
+      if (returnChart) {
+        overlay
+          .load(returnChart, envIds)
+          .then(() => redraw(ReferenceOverlay.METRIC))
+          .catch((e: unknown) => {
+            notice.hidden = false;
+            notice.textContent = e instanceof ApiError ? e.message : String(e);
+          });
+      }
       ids.forEach((id, i) => {
         trackStream(keys[i], null);
         const feed = new ExperimentFeed(id, [...COMPARE_METRICS.map(([m]) => m), WALL_TIME], {

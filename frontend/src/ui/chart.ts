@@ -15,13 +15,17 @@ export interface LineDef {
   /** Drawn as a faint band edge rather than a line (return min / max). */
   bandEdge?: boolean;
   dash?: number[];
+  /** Hidden lines keep their legend entry (greyed) and leave the y range alone. */
+  show?: boolean;
 }
 
 export interface ChartOptions {
   title: string;
   lines: LineDef[];
-  /** Indices into `lines` of a band's upper and lower edge. */
+  /** uPlot series indices (lines are 1-based) of a band's upper and lower edge. */
   band?: [number, number];
+  /** More bands, same indexing (overlays add theirs with `addLines`). */
+  bands?: [number, number][];
   xLabel: string;
   log: boolean;
   height?: number;
@@ -44,12 +48,25 @@ function withAlpha(hex: string, alpha: number): string {
   return `rgba(${(n >> 16) & 255}, ${(n >> 8) & 255}, ${n & 255}, ${alpha})`;
 }
 
+function seriesOf(l: LineDef): uPlot.Series {
+  return {
+    label: l.label,
+    stroke: l.bandEdge ? withAlpha(l.color, 0.35) : l.color,
+    width: l.bandEdge ? 1 : 1.5,
+    dash: l.dash,
+    show: l.show ?? true,
+    spanGaps: true,
+    points: { show: false },
+  };
+}
+
 export class MetricChart {
   readonly root: HTMLElement;
   private readonly body: HTMLElement;
   private plot: uPlot | null = null;
   private data: Aligned = [[]];
   private opts: ChartOptions;
+  private readonly shownListeners: ((index: number, show: boolean) => void)[] = [];
   /** True while the user looks at a zoomed range: live updates then keep the x scale. */
   zoomed = false;
   private readonly resizeObserver: ResizeObserver;
@@ -79,20 +96,14 @@ export class MetricChart {
     const grid = cssVar("--grid", "rgba(128,128,128,0.15)");
     const series: uPlot.Series[] = [
       { label: o.xLabel, value: (_u, v) => (v === null || v === undefined ? "–" : o.formatX ? o.formatX(v) : String(v)) },
-      ...o.lines.map((l) => ({
-        label: l.label,
-        stroke: l.bandEdge ? withAlpha(l.color, 0.35) : l.color,
-        width: l.bandEdge ? 1 : 1.5,
-        dash: l.dash,
-        spanGaps: true,
-        points: { show: false },
-      })),
+      ...o.lines.map(seriesOf),
     ];
+    const bands = [...(o.band ? [o.band] : []), ...(o.bands ?? [])];
     const opts: uPlot.Options = {
       width: this.width(),
       height: o.height ?? 220,
       series,
-      bands: o.band ? [{ series: o.band, fill: withAlpha(o.lines[o.band[0]].color, 0.12) }] : undefined,
+      bands: bands.map((b) => this.bandOf(b)),
       scales: {
         x: { time: false },
         y: o.log ? { distr: 4, asinh: 1e-3 } : {},
@@ -109,12 +120,22 @@ export class MetricChart {
       cursor: { drag: { x: true, y: false, setScale: true }, sync: o.syncKey ? { key: o.syncKey } : undefined },
       legend: { live: true },
       hooks: {
+        // A legend click shows or hides a line: remember it (rebuilds keep it) and tell listeners.
+        setSeries: [
+          (_u, index, change) => {
+            const line = index === null ? undefined : this.opts.lines[index - 1];
+            if (!line || change.show === undefined || index === null) return;
+            line.show = change.show;
+            for (const listener of this.shownListeners) listener(index, change.show);
+          },
+        ],
         // How many x positions are actually drawn (the rendered index window): lets tests and
         // benchmarks see what is on screen, not just what is held.
         draw: [
           (u) => {
             const idxs = u.series[1]?.idxs;
             this.root.dataset.drawn = String(idxs ? idxs[1] - idxs[0] + 1 : 0);
+            this.root.dataset.xMax = String(u.scales.x.max ?? "");
           },
         ],
         setSelect: [
@@ -133,6 +154,42 @@ export class MetricChart {
       this.zoomed = false;
       o.onResetZoom?.();
     });
+  }
+
+  private bandOf(b: [number, number]): uPlot.Band {
+    return { series: b, fill: withAlpha(this.opts.lines[b[0] - 1].color, 0.12) };
+  }
+
+  /**
+   * Append lines (an overlay) without rebuilding the chart; `band` gives two of them, as
+   * offsets into `lines`, to shade between. Returns the uPlot series index of the first new
+   * line. Their data comes with the next `setData` (until then they are empty).
+   */
+  addLines(lines: LineDef[], band?: [number, number]): number {
+    const first = this.opts.lines.length + 1;
+    const newBand: [number, number] | undefined = band ? [first + band[0], first + band[1]] : undefined;
+    this.opts = { ...this.opts, lines: [...this.opts.lines, ...lines], bands: [...(this.opts.bands ?? []), ...(newBand ? [newBand] : [])] };
+    const width = this.data[0].length;
+    this.data = [...this.data, ...lines.map(() => new Array<number | null>(width).fill(null))] as Aligned;
+    if (this.plot) {
+      for (const l of lines) this.plot.addSeries(seriesOf(l));
+      if (newBand) this.plot.addBand(this.bandOf(newBand));
+      this.plot.setData(this.data as uPlot.AlignedData, !this.zoomed);
+    }
+    return first;
+  }
+
+  /** Show or hide a line (uPlot series index, 1-based), as a legend click would. */
+  setShown(index: number, show: boolean): void {
+    const line = this.opts.lines[index - 1];
+    if (!line || line.show === show) return;
+    line.show = show;
+    this.plot?.setSeries(index, { show });
+  }
+
+  /** Called whenever a line is shown or hidden (by `setShown` or a click on the legend). */
+  onShown(listener: (index: number, show: boolean) => void): void {
+    this.shownListeners.push(listener);
   }
 
   /** New data for the same lines. Keeps the zoomed x range while zoomed. */

@@ -1,15 +1,18 @@
 /**
  * The experiment page's chart grid: one uPlot chart per chart definition, created once and fed
  * from the feed's store; x axis, smoothing and log scale controls; synced zoom that fetches the
- * zoomed range of every series at full resolution.
+ * zoomed range of every series at full resolution; the reference curves of the experiment's env
+ * (toggled) on the episode return chart.
  */
 
 import type { ExperimentFeed } from "../../api/feed";
+import { withOverlay } from "../../data/overlay";
 import { plotData, WALL_TIME } from "../../data/plotData";
 import { inverseInterpolate } from "../../data/series";
 import { MetricChart, PALETTE } from "../../ui/chart";
 import { chartControls, xAxis, type ChartSettings } from "../../ui/chartControls";
 import { el, frameScheduler } from "../../ui/dom";
+import { ReferenceOverlay } from "../../ui/referenceOverlay";
 import { allMetricNames, CHARTS, type ChartDef } from "../chartDefs";
 
 interface View {
@@ -24,6 +27,7 @@ export class ChartsPanel {
   private readonly changed = new Set<string>();
   private lastZoom = "";
   private readonly flush = frameScheduler(() => this.redrawChanged());
+  private readonly overlay = new ReferenceOverlay(() => this.redrawOverlaid());
 
   constructor(
     private readonly feed: ExperimentFeed,
@@ -34,8 +38,26 @@ export class ChartsPanel {
       if (what !== "smoothing") for (const v of this.views) v.chart.reconfigure({ log: this.settings.log, ...xAxis(this.settings.xMode) });
       this.redrawAll();
     });
-    this.root = el("section", { class: "panel" }, el("h2", {}, "Metrics"), controls, grid);
+    this.root = el("section", { class: "panel" }, el("h2", {}, "Metrics"), controls, this.overlay.root, grid);
     this.views = CHARTS.map((def) => ({ def, chart: this.makeChart(grid, def) }));
+  }
+
+  /** The chart the reference curves go on: the one that plots their metric. */
+  private overlaid(): View | undefined {
+    return this.views.find((v) => v.def.lines.some((l) => l.name === ReferenceOverlay.METRIC));
+  }
+
+  /** Offer the reference curves shipped for this env id (once the experiment is known). */
+  async setEnv(envId: string): Promise<void> {
+    const view = this.overlaid();
+    if (!view) return;
+    await this.overlay.load(view.chart, [envId]);
+    if (this.overlay.count) this.redraw(view);
+  }
+
+  private redrawOverlaid(): void {
+    const view = this.overlaid();
+    if (view) this.redraw(view);
   }
 
   private makeChart(grid: HTMLElement, def: ChartDef): MetricChart {
@@ -62,7 +84,10 @@ export class ChartsPanel {
   private redraw(v: View): void {
     const names = v.def.lines.map((l) => l.name);
     const { xMode, smoothing } = this.settings;
-    v.chart.setData(plotData((n) => this.feed.store.get(n), names, xMode, smoothing, Boolean(v.def.band)));
+    const data = plotData((n) => this.feed.store.get(n), names, xMode, smoothing, Boolean(v.def.band));
+    if (this.overlay.count === 0 || v !== this.overlaid()) return v.chart.setData(data);
+    const own = v.def.band ? v.def.band.map((n) => names.indexOf(n) + 1) : [];
+    v.chart.setData(withOverlay(data, this.overlay.tables(xMode), [...own, ...this.overlay.edges()]));
   }
 
   private redrawAll(): void {

@@ -118,7 +118,11 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
     renderFailure(failure, exp);
     if (exp.events) renderTimeline(timeline, exp.events);
     if (previous !== e.status) renderActions(actions, exp, checkpoints.count > 0, handlers);
-    if (!configPre.textContent) configPre.textContent = JSON.stringify(e.config, null, 2);
+    if (!configPre.textContent) {
+      configPre.textContent = JSON.stringify(e.config, null, 2);
+      const envId = e.config.env_id;
+      if (typeof envId === "string") charts.setEnv(envId).catch(showNotice);
+    }
     if (previous !== undefined && previous !== e.status) void refreshCheckpoints();
   }
 

@@ -1,7 +1,7 @@
 """sweeps
 
-Revision ID: 0005
-Revises: 0004
+Revision ID: 0006
+Revises: 0005
 Create Date: 2026-12-01 22:00:00.000000
 
 A `sweeps` table, and on `experiments` the sweep a member belongs to (a foreign key), the index
@@ -16,8 +16,8 @@ from alembic import op
 
 from app.core.db import UTCDateTime
 
-revision: str = "0005"
-down_revision: str | None = "0004"
+revision: str = "0006"
+down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,31 @@
+"""`rollout presets` (the preset tables, or what a config resolves to)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from app.client import RolloutClient
+from app.commands.common import load_config
+
+
+def cmd_presets(args: argparse.Namespace, client: RolloutClient) -> int:
+    if args.resolve:
+        resolved = client.resolve_config(load_config(args.resolve))
+        print(json.dumps(resolved.config, indent=2))
+        settings = f" + {resolved.env_settings}" if resolved.env_settings else ""
+        print(f"preset: {resolved.preset}{settings}")
+        for source in resolved.sources:
+            print(f"  source: {source}")
+        return 0
+    for preset in client.presets().items:
+        members = ", ".join(sorted(preset.members)) or "-"
+        print(f"{preset.name:<28} {preset.title}")
+        print(f"{'':<28} envs: {members}; source: {preset.source}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("presets", parents=[common], help="the presets of env families")
+    parser.set_defaults(handler=cmd_presets)
+    parser.add_argument("--resolve", metavar="CONFIG", help="print what this config resolves to")
