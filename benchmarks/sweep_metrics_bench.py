@@ -76,6 +76,7 @@ def main() -> None:
             database_url=f"sqlite:///{data_dir / 'rollout.db'}",
             jobs_enabled=False,
             frontend_dir=data_dir / "no-frontend",
+            allowed_hosts=["testserver"],  # the in-process client's Host header
         )
         with TestClient(create_app(settings)) as client:
             t0 = time.perf_counter()
