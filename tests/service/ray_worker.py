@@ -1,7 +1,9 @@
 """A second Ray node on this machine, joined to a head we started: for placement tests.
 
-Ray rewrites a loopback `--address` to the machine's own IP, so both nodes use that address
-(`machine_ip()`): the head must be started with `node_ip=machine_ip()`.
+Ray rewrites the loopback names it knows (`localhost`, `127.0.0.1`, `::1`) in an `--address` to
+the machine's own IP, but no other address of the loopback range: both nodes use
+`NODE_IP` (127.0.0.2), so the cluster's traffic never leaves the loopback interface. The head
+must be started with `node_ip=NODE_IP`.
 
 Like the service's own head (app.jobs.ray_head), it runs `ray start --block` in its own process
 session on explicitly chosen free ports (never 6379) and is stopped by its own pid with
@@ -14,7 +16,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,17 +26,8 @@ import httpx
 
 from app.jobs.ray_head import RAY_ENV, LocalRayHead, descendants, free_ports, kill_if_alive
 
-
-def machine_ip() -> str:
-    """This machine's address on its default route (what Ray picks for a node): a UDP socket
-    "connected" to a public address reveals it without sending anything. Loopback when there
-    is no route (the test then skips: a second node cannot join)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.connect(("8.8.8.8", 80))
-            return str(s.getsockname()[0])
-        except OSError:
-            return "127.0.0.1"
+# Loopback, but not one of the names Ray rewrites to the machine's external address.
+NODE_IP = "127.0.0.2"
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Sweep members spread over a two-node Ray cluster on one machine: a head with 2 CPUs and a
-second node (2 CPUs, custom resource `node_b`) joined to it, both on free ports of the
-machine's own address (a second node cannot join a loopback head; the cluster runs without Ray
-auth for the test's minute, like the service's local head), and the real
+second node (2 CPUs, custom resource `node_b`) joined to it, both on free ports of
+127.0.0.2 (loopback, but an address Ray does not rewrite to the machine's external one, so a
+second node can join; no traffic leaves the loopback interface), and the real
 service pointed at the head (an existing cluster, as with RAY_ADDRESS). Four 1-CPU members
 with max_parallel 4 cannot all fit on one node, and each job's driver node (Ray's job info)
 shows them landing on both. Skipped with the reason when the second node cannot start."""
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from app.jobs.ray_head import LocalRayHead, apply_ray_env
-from tests.service.ray_worker import LocalRayWorker, machine_ip
+from tests.service.ray_worker import NODE_IP, LocalRayWorker
 from tests.service.test_e2e_jobs import LiveService, make_settings, stop_all, wait_for
 from tests.service.test_e2e_sweeps import ENDED, TINY
 
@@ -25,11 +25,11 @@ pytestmark = pytest.mark.ray
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[LocalRayHead, LocalRayWorker]]:
     apply_ray_env()
-    head = LocalRayHead(num_cpus=2, object_store_bytes=256 * 1024**2, node_ip=machine_ip())
+    head = LocalRayHead(num_cpus=2, object_store_bytes=256 * 1024**2, node_ip=NODE_IP)
     try:
         head.start()
     except (RuntimeError, TimeoutError, OSError) as exc:
-        pytest.skip(f"a Ray head on {head.node_ip} (reachable by a second node) failed: {exc}")
+        pytest.skip(f"a Ray head on {head.node_ip} failed: {exc}")
     worker = LocalRayWorker(head, num_cpus=2, resources={"node_b": 1})
     try:
         try:
