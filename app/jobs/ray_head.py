@@ -134,6 +134,9 @@ class LocalRayHead:
     object_store_bytes: int = 256 * 1024**2
     temp_dir: Path | None = None
     start_timeout_s: float = 60.0
+    # Loopback keeps the cluster on this machine alone. Other nodes can only join a head on an
+    # address they can reach (Ray rewrites a loopback --address to the machine's own IP).
+    node_ip: str = "127.0.0.1"
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     address: str = field(default="", init=False)
     dashboard_url: str = field(default="", init=False)
@@ -163,7 +166,7 @@ class LocalRayHead:
             "start",
             "--head",
             "--block",
-            "--node-ip-address=127.0.0.1",
+            f"--node-ip-address={self.node_ip}",
             f"--port={gcs}",
             "--include-dashboard=true",
             "--dashboard-host=127.0.0.1",
@@ -187,11 +190,13 @@ class LocalRayHead:
             "AUTOSCALER_METRIC_PORT": str(autoscaler_metrics),
             "DASHBOARD_METRIC_PORT": str(dash_metrics),
         }
+        if self.node_ip != "127.0.0.1":
+            env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "1"  # "0" refuses other nodes
         log = open(self.temp_dir / "head.log", "wb")  # noqa: SIM115 - lives as long as the head
         self.process = subprocess.Popen(
             cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
-        self.address = f"127.0.0.1:{gcs}"
+        self.address = f"{self.node_ip}:{gcs}"
         self.dashboard_url = f"http://127.0.0.1:{dash}"
         self._wait_ready()
         return self
