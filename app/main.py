@@ -38,6 +38,7 @@ from app.metrics.router import router as metrics
 from app.metrics.service import metrics_message_between
 from app.presets.router import router as presets
 from app.references.router import router as references
+from app.sweeps.router import router as sweeps
 
 API_PREFIX = "/api/v1"
 
@@ -106,6 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         checkpoints_jobs,
         evaluations,
         evaluations_jobs,
+        sweeps,
         live,
         system.api_router,
     ):

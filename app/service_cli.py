@@ -1,10 +1,10 @@
 """The `rollout` command line for the service: `serve`, and the client commands.
 
 Client commands (app/commands/: submit, list, show, wait, watch, stop, resume, fork, delete,
-download, evaluate-remote, presets) talk to a running service through `app.client.RolloutClient`
-(`--url` / ROLLOUT_URL, `--token` / ROLLOUT_API_TOKEN). Failures print one clear line (and a
-422's fields), never a traceback: exit 1 for an error the service returned, 2 when it cannot be
-reached or the input is bad.
+download, evaluate-remote, sweep, presets) talk to a running service through
+`app.client.RolloutClient` (`--url` / ROLLOUT_URL, `--token` / ROLLOUT_API_TOKEN). Failures
+print one clear line (and a 422's fields), never a traceback: exit 1 for an error the service
+returned, 2 when it cannot be reached or the input is bad.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from app.client import DEFAULT_URL, APIError, RolloutClient, ServiceUnreachable
-from app.commands import catalog, evaluations, experiments
+from app.commands import catalog, evaluations, experiments, sweeps
 from app.commands.common import CliError
 
-COMMAND_MODULES = (experiments, evaluations, catalog)
+COMMAND_MODULES = (experiments, evaluations, sweeps, catalog)
 
 
 # --- serve ----------------------------------------------------------------------------------------

@@ -10,6 +10,9 @@
    frames per second, long tasks, and how late the last update shows after the final post.
 3. memory: one experiment streaming fast into its open page for `--memory-seconds`; JS heap
    (after a forced GC) and points held, sampled over time: bounded buffers keep both flat.
+4. sweep: a sweep of 5 learning rates x 4 seeds (20 members) reporting an iteration per second
+   each, on its sweep page (bands, ranking, scatter refreshed live): frames per second and
+   long tasks over `--list-seconds`.
 Results are printed; docs/benchmarks.md ("Dashboard") keeps the numbers with this command.
 """
 
@@ -177,6 +180,55 @@ def bench_list(browser: Any, server: LiveServer, n: int, seconds: int) -> dict[s
     }
 
 
+def bench_sweep(browser: Any, server: LiveServer, seconds: int) -> dict[str, Any]:
+    body = {
+        "name": "live sweep",
+        "config": {"stop": {"env_steps": 10_000_000}},
+        "grid": {"lr": [1e-4, 3e-4, 1e-3, 3e-3, 1e-2]},
+        "seeds": [0, 1, 2, 3],
+        "max_parallel": 20,
+    }
+    r = httpx.post(f"{server.url}/api/v1/sweeps", json=body)
+    r.raise_for_status()
+    sweep = r.json()
+    jobs = []
+    for i, member in enumerate(sweep["members"]):
+        job = SimulatedJob(server, member["id"], seed=i)
+        job.status("running", "simulated")
+        job.iterations(5)
+        jobs.append(job)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server.url}/#/sweeps/{sweep['id']}")
+    chart = '[data-chart="Episode return (mean over seeds)"]'
+    wait(lambda: int(page.locator(chart).get_attribute("data-points") or 0) > 2, 30)
+    page.locator("#conn[data-state=online]").wait_for(timeout=30_000)
+    page.evaluate(LONG_TASKS)
+    page.evaluate(FRAME_PROBE % (seconds * 1000))
+    t_end = time.perf_counter() + seconds
+    posts = 0
+    while time.perf_counter() < t_end:
+        tick = time.perf_counter()
+        for job in jobs:  # one iteration per member per second
+            job.iterations(1)
+            posts += 1
+        time.sleep(max(0.0, 1.0 - (time.perf_counter() - tick)))
+    gaps = page.evaluate(FRAMES)[1:]
+    long_tasks = page.evaluate("() => window.__long")
+    page.close()
+    for job in jobs:
+        job.close()
+    return {
+        "members": len(jobs),
+        "seconds": seconds,
+        "updates_posted": posts,
+        "fps": round(1000 * len(gaps) / max(1.0, sum(gaps)), 1),
+        "frame_p50_ms": round(statistics.median(gaps), 1),
+        "frame_max_ms": round(max(gaps), 1),
+        "long_tasks": len(long_tasks),
+        "long_task_max_ms": round(max(long_tasks, default=0)),
+    }
+
+
 def bench_memory(browser: Any, server: LiveServer, seconds: int) -> dict[str, Any]:
     exp_id = create(server, "long-stream", {"stop": {"env_steps": 10_000_000_000}})
     job = SimulatedJob(server, exp_id)
@@ -226,14 +278,14 @@ def main() -> None:
     parser.add_argument("--experiments", type=int, default=20)
     parser.add_argument("--list-seconds", type=int, default=30)
     parser.add_argument("--memory-seconds", type=int, default=120)
-    parser.add_argument("--only", choices=["chart", "list", "memory"], action="append")
+    parser.add_argument("--only", choices=["chart", "list", "memory", "sweep"], action="append")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if not CHROMIUM.exists():
         sys.exit(f"{CHROMIUM} is missing")
     from playwright.sync_api import sync_playwright
 
-    which = args.only or ["chart", "list", "memory"]
+    which = args.only or ["chart", "list", "memory", "sweep"]
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="rollout-dash-bench-") as tmp:
         settings = Settings(
@@ -253,6 +305,9 @@ def main() -> None:
             if "memory" in which:
                 results["memory"] = bench_memory(browser, server, args.memory_seconds)
                 print(json.dumps({"memory": results["memory"]}), flush=True)
+            if "sweep" in which:
+                results["sweep"] = bench_sweep(browser, server, args.list_seconds)
+                print(json.dumps({"sweep": results["sweep"]}), flush=True)
             browser.close()
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

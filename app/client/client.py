@@ -32,6 +32,7 @@ from app.experiments.schemas import (
 from app.metrics.schemas import MetricNames, SeriesResponse
 from app.presets.schemas import PresetList, ResolvedConfig
 from app.references.schemas import ReferenceCurves, ReferenceList
+from app.sweeps.schemas import SweepDetail, SweepList, SweepMetrics
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 API_PREFIX = "/api/v1"
@@ -362,6 +363,33 @@ class RolloutClient:
         """Peer learning curves shipped with the service, for one env id or all (may be empty)."""
         params = {"env_id": env_id} if env_id is not None else None
         return self._model(ReferenceList, "GET", "/references", params=params).items
+
+    # --- sweeps ----------------------------------------------------------------------------------
+
+    def submit_sweep(self, sweep: Mapping[str, Any]) -> SweepDetail:
+        """Store a sweep (`name`, `config`, `grid`, `seeds`, `max_parallel`) and queue its
+        members; a bad key, value or seed is an `APIError` 422 naming it (nothing stored)."""
+        return self._model(SweepDetail, "POST", "/sweeps", json=dict(sweep))
+
+    def sweeps(self, limit: int = 100) -> SweepList:
+        return self._model(SweepList, "GET", "/sweeps", params={"limit": limit})
+
+    def sweep(self, sweep_id: int) -> SweepDetail:
+        return self._model(SweepDetail, "GET", f"/sweeps/{sweep_id}")
+
+    def sweep_metrics(
+        self, sweep_id: int, names: Iterable[str] = ("episode_return_mean",), points: int = 200
+    ) -> SweepMetrics:
+        """Per seed group: mean, min/max and a 95 % bootstrap interval on a common env-steps
+        grid, and each group's final values."""
+        params = {"names": ",".join(names), "points": points}
+        return self._model(SweepMetrics, "GET", f"/sweeps/{sweep_id}/metrics", params=params)
+
+    def stop_sweep(self, sweep_id: int) -> SweepDetail:
+        return self._model(SweepDetail, "POST", f"/sweeps/{sweep_id}/stop")
+
+    def delete_sweep(self, sweep_id: int) -> None:
+        self.request("DELETE", f"/sweeps/{sweep_id}")
 
 
 Finishable = TypeVar("Finishable", ExperimentDetail, EvaluationDetail)

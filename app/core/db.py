@@ -273,6 +273,7 @@ def import_models() -> MetaData:
     import app.checkpoints.models
     import app.evaluations.models
     import app.experiments.models
-    import app.metrics.models  # noqa: F401
+    import app.metrics.models
+    import app.sweeps.models  # noqa: F401
 
     return Base.metadata

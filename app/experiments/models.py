@@ -56,6 +56,14 @@ class Experiment(Base):
     resume_from_checkpoint_id: Mapped[int | None] = mapped_column(
         ForeignKey("checkpoints.id", ondelete="RESTRICT", use_alter=True), index=True
     )
+    # Sweep members (app.sweeps): the sweep, the index of the grid point (members of one group
+    # differ only in their seed) and the grid point as dotted keys -> values. Deleting a sweep
+    # deletes its members first (app.sweeps.service), so the database never cascades.
+    sweep_id: Mapped[int | None] = mapped_column(
+        ForeignKey("sweeps.id", ondelete="RESTRICT"), index=True
+    )
+    sweep_group: Mapped[int | None] = mapped_column(Integer)
+    sweep_point: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     tags: Mapped[list[ExperimentTag]] = relationship(
         cascade="all, delete-orphan",

@@ -53,4 +53,6 @@ def to_public(exp: Experiment) -> ExperimentPublic:
         ray_job_id=exp.ray_job_id,
         parent_id=exp.parent_id,
         resume_from_checkpoint_id=exp.resume_from_checkpoint_id,
+        sweep_id=exp.sweep_id,
+        sweep_group=exp.sweep_group,
     )

@@ -66,6 +66,10 @@ class ExperimentPublic(BaseModel):
     ray_job_id: str | None
     parent_id: int | None
     resume_from_checkpoint_id: int | None
+    sweep_id: int | None = Field(default=None, description="The sweep it is a member of.")
+    sweep_group: int | None = Field(
+        default=None, description="Its seed group in the sweep (same config but the seed)."
+    )
 
 
 class ExperimentDetail(ExperimentPublic):

@@ -131,9 +131,15 @@ def create(
     parent_id: int | None = None,
     resume_from_checkpoint_id: int | None = None,
     reason: str = "created",
+    sweep_id: int | None = None,
+    sweep_group: int | None = None,
+    sweep_point: dict[str, Any] | None = None,
 ) -> Experiment:
     config = validate_config(data.config)
     exp = Experiment(
+        sweep_id=sweep_id,
+        sweep_group=sweep_group,
+        sweep_point=sweep_point,
         name=data.name,
         config=config.to_json_dict(),
         status=S.pending,

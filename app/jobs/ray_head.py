@@ -142,6 +142,9 @@ class LocalRayHead:
     object_store_bytes: int = 256 * 1024**2
     temp_dir: Path | None = None
     start_timeout_s: float = 60.0
+    # Loopback keeps the cluster on this machine alone. Other nodes can only join a head on an
+    # address they can reach (Ray rewrites a loopback --address to the machine's own IP).
+    node_ip: str = "127.0.0.1"
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     pid: int | None = field(default=None, init=False)
     started: int = field(default=0, init=False)
@@ -195,7 +198,7 @@ class LocalRayHead:
             "start",
             "--head",
             "--block",
-            "--node-ip-address=127.0.0.1",
+            f"--node-ip-address={self.node_ip}",
             f"--port={gcs}",
             "--include-dashboard=true",
             "--dashboard-host=127.0.0.1",
@@ -219,13 +222,15 @@ class LocalRayHead:
             "AUTOSCALER_METRIC_PORT": str(autoscaler_metrics),
             "DASHBOARD_METRIC_PORT": str(dash_metrics),
         }
+        if self.node_ip != "127.0.0.1":
+            env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "1"  # "0" refuses other nodes
         log = open(self.temp_dir / "head.log", "wb")  # noqa: SIM115 - lives as long as the head
         self.process = subprocess.Popen(
             cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         self.pid = self.process.pid
         self.started = proc_start_time(self.pid) or 0
-        self.address = f"127.0.0.1:{gcs}"
+        self.address = f"{self.node_ip}:{gcs}"
         self.dashboard_url = f"http://127.0.0.1:{dash}"
 
     def answers(self, timeout_s: float = 2.0) -> bool:

@@ -11,7 +11,9 @@ One tick:
 3. queued experiments start in order while their whole resource budget (driver + actors) fits
    the cluster's free CPUs/GPUs and the concurrency cap allows. Evaluations (app/evaluations/
    scheduling.py, checked in the same tick) wait in the same FIFO queue, oldest first across
-   both kinds; they take CPUs but no experiment slot.
+   both kinds; they take CPUs but no experiment slot. A sweep member also waits while
+   `max_parallel` members of its sweep run; it then keeps its place without holding up the
+   work behind it (it waits for its sweep, not for the cluster).
 
 The database is the only state that matters (several API processes, restarts): the in-memory
 bits here (when a stop was sent) only throttle repeated calls. Every change goes through the
@@ -25,6 +27,7 @@ import contextlib
 import datetime as dt
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +50,7 @@ from app.jobs.launcher import (
 )
 from app.jobs.resources import ExperimentResources, fits
 from app.jobs.salvage import salvage_metrics
+from app.sweeps.models import Sweep
 from trainer.config import PPOConfig
 
 log = logging.getLogger(__name__)
@@ -67,12 +71,17 @@ class Snapshot:
     ray_job_id: str | None
     started_at: dt.datetime | None
     created_at: dt.datetime
+    sweep_id: int | None = None
+    sweep_max_parallel: int | None = None
 
 
 def snapshots(session: Session) -> list[Snapshot]:
     unfinished = (S.pending, S.queued, S.running, S.stopping)
-    rows = session.scalars(
-        select(Experiment).where(Experiment.status.in_(unfinished)).order_by(Experiment.id)
+    rows = session.execute(
+        select(Experiment, Sweep.max_parallel)
+        .outerjoin(Sweep, Sweep.id == Experiment.sweep_id)
+        .where(Experiment.status.in_(unfinished))
+        .order_by(Experiment.id)
     )
     return [
         Snapshot(
@@ -82,9 +91,23 @@ def snapshots(session: Session) -> list[Snapshot]:
             ray_job_id=e.ray_job_id,
             started_at=e.started_at,
             created_at=e.created_at,
+            sweep_id=e.sweep_id,
+            sweep_max_parallel=max_parallel,
         )
-        for e in rows
+        for e, max_parallel in rows
     ]
+
+
+def sweep_running(active: list[Snapshot]) -> Counter[int]:
+    """Running (or stopping) members per sweep."""
+    return Counter(s.sweep_id for s in active if s.sweep_id is not None)
+
+
+def held_by_sweep(snap: Snapshot, running: Counter[int]) -> bool:
+    """Its sweep already runs `max_parallel` members."""
+    if snap.sweep_id is None or snap.sweep_max_parallel is None:
+        return False
+    return running[snap.sweep_id] >= snap.sweep_max_parallel
 
 
 def _settle(
@@ -272,6 +295,7 @@ class Reconciler:
             sum(s.resources.gpus for s in active) + evaluations.reserved_gpus,
         )
         slots = self.settings.max_concurrent_experiments - len(active)
+        in_sweep = sweep_running(active)
         # Oldest first across experiments and evaluations; big work is not overtaken by small.
         for snap in oldest_first(queued, evaluations.queued):
             need = snap.resources
@@ -294,9 +318,13 @@ class Reconciler:
                     _settle, snap.id, (S.pending, S.queued), S.failed, "does not fit", error
                 )
                 continue
+            if held_by_sweep(snap, in_sweep):
+                continue
             if slots <= 0 or not fits(need, free_cpus, free_gpus):
                 return
             if await self._launch(snap):
+                if snap.sweep_id is not None:
+                    in_sweep[snap.sweep_id] += 1
                 slots -= 1
                 free_cpus -= need.cpus
                 free_gpus -= need.gpus

@@ -5,6 +5,8 @@ import { mountCompare } from "./pages/compare";
 import { mountDetail } from "./pages/detail/page";
 import { mountList } from "./pages/list";
 import { mountNew } from "./pages/new";
+import { mountSweep } from "./pages/sweep";
+import { mountSweeps } from "./pages/sweeps";
 import { apiToken, setApiToken } from "./api/client";
 import { parseRoute } from "./router";
 import { clear, el } from "./ui/dom";
@@ -34,6 +36,12 @@ function render(): void {
       break;
     case "compare":
       unmount = mountCompare(root, route.query);
+      break;
+    case "sweeps":
+      unmount = mountSweeps(root);
+      break;
+    case "sweep":
+      unmount = mountSweep(root, route.id as number);
       break;
     default:
       document.title = "Not found · Rollout";

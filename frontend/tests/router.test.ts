@@ -11,5 +11,9 @@ describe("parseRoute", () => {
     expect([d.name, d.id]).toEqual(["detail", 42]);
     expect(parseRoute("#/compare?ids=1,2").query.get("ids")).toBe("1,2");
     expect(parseRoute("#/experiments/abc").name).toBe("notfound");
+    expect(parseRoute("#/sweeps").name).toBe("sweeps");
+    const sw = parseRoute("#/sweeps/7");
+    expect([sw.name, sw.id]).toEqual(["sweep", 7]);
+    expect(parseRoute("#/sweeps/x").name).toBe("notfound");
   });
 });

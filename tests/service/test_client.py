@@ -253,6 +253,29 @@ def test_presets_resolve_and_references(rollout: RolloutClient):
     assert cartpole.env_id == "CartPole-v1" and len(cartpole.env_steps.x) > 0
 
 
+def test_sweeps_typed(rollout: RolloutClient, job) -> None:
+    body = {"name": "s", "config": SMALL_CONFIG, "grid": {"lr": [1e-3, 3e-4]}, "seeds": [0, 1]}
+    sweep = rollout.submit_sweep(body)
+    assert sweep.size == 4 and [g.label for g in sweep.groups] == ["lr=0.001", "lr=0.0003"]
+    assert all(m.sweep_id == sweep.id for m in sweep.members)
+    assert [s.id for s in rollout.sweeps().items] == [sweep.id]
+    first = sweep.members[0].id
+    job("POST", first, "/status", json={"status": "running"})
+    rows = [{"step": 100, "time_s": 1.0, "values": {"episode_return_mean": 12.5}}]
+    job("POST", first, "/metrics", json={"rows": rows})
+    groups = rollout.sweep_metrics(sweep.id, points=10).metrics["episode_return_mean"].groups
+    assert groups[0].final.mean == 12.5 and groups[1].final.n == 0
+    with pytest.raises(APIError) as info:
+        rollout.submit_sweep({**body, "grid": {"seed": [1]}})
+    assert info.value.status == 422 and info.value.field == "grid.seed"
+    stopped = rollout.stop_sweep(sweep.id)
+    assert stopped.counts == {"stopping": 1, "stopped": 3}
+    with pytest.raises(APIError) as info:
+        rollout.delete_sweep(sweep.id)  # a member is still stopping
+    assert info.value.status == 409
+    assert rollout.sweep(sweep.id).status == "stopping"
+
+
 def test_unreachable_service_is_service_unreachable():
     url = f"http://127.0.0.1:{free_ports(1)[0]}"
     with RolloutClient(url, timeout=2) as rollout:

@@ -195,6 +195,53 @@ def test_watch_resumes_after_the_service_restarts(tmp_path, capsys):
     assert "env_steps 2500/10000" in out and "status: succeeded" in out
 
 
+def test_sweep_submit_show_stop(server, tmp_path, capsys):
+    url, data_dir = server
+    sweep_file = tmp_path / "sweep.yaml"
+    sweep_file.write_text(
+        "name: cli sweep\n"
+        f"config: {json.dumps(SMALL_CONFIG)}\n"
+        "grid: {lr: [0.001, 0.0003]}\n"
+        "seeds: [0, 1]\n"
+        "max_parallel: 1\n"
+    )
+    assert main(["sweep", "submit", str(sweep_file), "--url", url]) == 0
+    out = capsys.readouterr().out
+    assert "4 experiments in 2 groups" in out
+    sweep_id = int(out.split()[1].rstrip(":"))
+    members = httpx.get(f"{url}/api/v1/sweeps/{sweep_id}").json()["members"]
+    token = _token(data_dir, members[2]["id"])
+    job = httpx.Client(
+        base_url=f"{url}/api/v1/jobs/experiments/{members[2]['id']}",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    job.post("/status", json={"status": "running"}).raise_for_status()
+    rows = [{"step": 1000, "time_s": 1.0, "values": {"episode_return_mean": 77.0}}]
+    job.post("/metrics", json={"rows": rows}).raise_for_status()
+    assert main(["sweep", "show", str(sweep_id), "--url", url]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert "cli sweep" in shown[0] and "3 pending" in shown[0] and "1 running" in shown[0]
+    assert "lr=0.0003" in shown[2] and "77.00" in shown[2] and "1/2" in shown[2]  # ranked first
+    assert "lr=0.001" in shown[3] and " 0/2" in shown[3]
+    assert main(["sweep", "stop", str(sweep_id), "--url", url]) == 0
+    assert "3 stopped, 1 stopping" in capsys.readouterr().out
+
+
+def test_sweep_submit_errors_are_clear(server, tmp_path, capsys):
+    url, _ = server
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\ngrid: {learning_rate: [0.1]}\nseeds: [0, 0]\n")
+    assert main(["sweep", "submit", str(bad), "--url", url]) == 1
+    err = capsys.readouterr().err
+    assert "error 422" in err and "grid.learning_rate" in err and "seeds" in err
+    stray = tmp_path / "stray.yaml"
+    stray.write_text("lr: 0.1\n")
+    assert main(["sweep", "submit", str(stray), "--url", url]) == 2
+    assert "unknown keys lr" in capsys.readouterr().err
+    assert main(["sweep", "show", "999", "--url", url]) == 1
+    assert "sweep 999 does not exist" in capsys.readouterr().err
+
+
 def test_show_fork_wait_delete(server, tmp_path, capsys):
     url, _ = server
     exp_id = _submit(url, tmp_path, capsys, name="shown")

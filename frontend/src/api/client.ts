@@ -15,6 +15,7 @@ import type {
   ReferenceList,
   ResolvedConfig,
 } from "./types";
+import type { SweepDetail, SweepMetrics, Sweep } from "./sweepTypes";
 
 export const API = "/api/v1";
 const TOKEN_KEY = "rollout.token";
@@ -121,6 +122,12 @@ export const api = {
   evaluations: (id: number) => request<Evaluation[]>("GET", `/experiments/${id}/evaluations`),
   evaluation: (eid: number) => request<EvaluationDetail>("GET", `/evaluations/${eid}`),
   deleteEvaluation: (eid: number) => request<void>("DELETE", `/evaluations/${eid}`),
+  sweeps: () => request<{ items: Sweep[] }>("GET", "/sweeps"),
+  sweep: (id: number) => request<SweepDetail>("GET", `/sweeps/${id}`),
+  sweepMetrics: (id: number, names: string[], points: number) =>
+    request<SweepMetrics>("GET", `/sweeps/${id}/metrics${query({ names: names.join(","), points })}`),
+  stopSweep: (id: number) => request<SweepDetail>("POST", `/sweeps/${id}/stop`),
+  deleteSweep: (id: number) => request<void>("DELETE", `/sweeps/${id}`),
   references: (envId: string) => request<ReferenceList>("GET", `/references${query({ env_id: envId })}`),
 };
 

@@ -39,7 +39,7 @@ export class ExperimentRow {
       "tr",
       { "data-id": exp.id },
       el("td", {}, this.check),
-      el("td", { class: "name" }, c.name),
+      el("td", { class: "name" }, c.name, exp.sweep_id ? [" ", el("a", { class: "sweep-link muted", href: `#/sweeps/${exp.sweep_id}`, title: "Member of a sweep" }, `sweep ${exp.sweep_id}`)] : null),
       el("td", {}, String(exp.config?.env_id ?? "–")),
       el("td", {}, this.badge),
       el("td", { class: "progress-cell" }, this.bar),

@@ -110,6 +110,9 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
     setText(title, e.name);
     updateBadge(badge, e.status);
     meta.textContent = metaLine(e);
+    if (e.sweep_id) {
+      meta.append(" · ", el("a", { class: "sweep-link", href: `#/sweeps/${e.sweep_id}` }, `member of sweep ${e.sweep_id}`));
+    }
     updateProgress(bar, exp);
     renderStats(stats, exp);
     renderFailure(failure, exp);

@@ -1,0 +1,86 @@
+"""`rollout sweep submit | show | stop`: grid x seeds sweeps, against the service.
+
+A sweep file (YAML or JSON) holds what POST /api/v1/sweeps takes:
+
+    name: cartpole lr
+    config: {env_id: CartPole-v1, stop: {env_steps: 50000}}
+    grid: {lr: [0.001, 0.0003], stop.env_steps: [20000, 50000]}
+    seeds: [0, 1, 2]
+    max_parallel: 2
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from app.client import RolloutClient
+from app.commands.common import CliError, fmt, load_config
+from app.sweeps.schemas import GroupSeries, SweepPublic
+
+SWEEP_FIELDS = {"name", "config", "grid", "seeds", "max_parallel"}
+
+
+def _counts(sweep: SweepPublic) -> str:
+    return ", ".join(f"{n} {status}" for status, n in sorted(sweep.counts.items()))
+
+
+def cmd_submit(args: argparse.Namespace, client: RolloutClient) -> int:
+    body = load_config(args.file)
+    unknown = sorted(set(body) - SWEEP_FIELDS)
+    if unknown:
+        raise CliError(
+            f"{args.file}: unknown keys {', '.join(unknown)} (a sweep file holds "
+            f"{', '.join(sorted(SWEEP_FIELDS))}; PPO fields go under `config`)",
+            code=2,
+        )
+    body["name"] = args.name or body.get("name") or Path(args.file).stem
+    sweep = client.submit_sweep(body)
+    print(f"sweep {sweep.id}: {sweep.size} experiments in {len(sweep.groups)} groups")
+    return 0
+
+
+def _rank_key(group: GroupSeries) -> tuple[bool, float]:
+    mean = group.final.mean
+    return (mean is None, -(mean or 0.0))
+
+
+def cmd_show(args: argparse.Namespace, client: RolloutClient) -> int:
+    sweep = client.sweep(args.id)
+    groups = client.sweep_metrics(args.id, points=50).metrics["episode_return_mean"].groups
+    print(f"sweep {sweep.id} {sweep.name!r}: {sweep.status} ({_counts(sweep)})")
+    print(f"{'RANK':>4}  {'FINAL MEAN':>10}  {'MIN':>8}  {'MAX':>8}  {'SEEDS':>5}  GROUP")
+    for rank, g in enumerate(sorted(groups, key=_rank_key), 1):
+        f = g.final
+        print(
+            f"{rank:>4}  {fmt(f.mean, 2):>10}  {fmt(f.min, 2):>8}  {fmt(f.max, 2):>8}  "
+            f"{f.n:>2}/{len(g.member_ids):<2}  {g.label or 'all seeds'}"
+        )
+    print(f"\n{'ID':>5}  {'STATUS':<10} {'STEPS':>10}  {'RETURN':>8}  NAME")
+    for e in sweep.members:
+        print(
+            f"{e.id:>5}  {e.status.value:<10} {e.env_steps or 0:>10}  "
+            f"{fmt(e.episode_return_mean):>8}  {e.name}"
+        )
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace, client: RolloutClient) -> int:
+    sweep = client.stop_sweep(args.id)
+    print(f"sweep {sweep.id}: {sweep.status} ({_counts(sweep)})")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    sweep = sub.add_parser("sweep", help="grid x seeds sweeps (submit, show, stop)")
+    actions = sweep.add_subparsers(dest="sweep_command", required=True)
+    submit = actions.add_parser("submit", parents=[common], help="submit a sweep file")
+    submit.set_defaults(handler=cmd_submit)
+    submit.add_argument("file", help="a sweep file (.yaml, .json): name, config, grid, seeds")
+    submit.add_argument("--name", help="overrides the file's name")
+    show = actions.add_parser("show", parents=[common], help="a sweep's groups, ranked")
+    show.set_defaults(handler=cmd_show)
+    show.add_argument("id", type=int)
+    stop = actions.add_parser("stop", parents=[common], help="stop every member of a sweep")
+    stop.set_defaults(handler=cmd_stop)
+    stop.add_argument("id", type=int)

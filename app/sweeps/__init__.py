@@ -1,0 +1,1 @@
+"""Sweeps: grid points x seeds of one base config, run as member experiments."""

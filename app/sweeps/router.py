@@ -1,0 +1,100 @@
+"""HTTP endpoints of the sweeps domain."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query, Response, status
+from sqlalchemy.orm import Session
+
+from app.checkpoints.storage import remove_experiment_dir
+from app.core.auth import require_api_token
+from app.core.db import run_in_transaction
+from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
+from app.evaluations.files import remove_experiment_files as remove_evaluation_videos
+from app.jobs.reconciler import job_dir
+from app.sweeps import service
+from app.sweeps.metrics import DEFAULT_POINTS, MAX_POINTS
+from app.sweeps.schemas import SweepCreate, SweepDetail, SweepList, SweepMetrics
+
+router = APIRouter(prefix="/sweeps", tags=["sweeps"], dependencies=[Depends(require_api_token)])
+
+SweepId = Annotated[int, Path(description="Sweep id.")]
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=SweepDetail)
+async def create_sweep(
+    body: SweepCreate, sessionmaker: SessionMakerDep, jobs: JobsDep
+) -> SweepDetail:
+    """Store the sweep and one experiment per grid point x seed (all or nothing: a bad grid
+    key, value or seed is a 422 naming it), then queue the members like any experiment."""
+
+    def work(session: Session) -> SweepDetail:
+        return service.detail(session, service.create(session, body))
+
+    detail = await asyncio.to_thread(run_in_transaction, sessionmaker, work)
+    if jobs is not None and detail.members:
+        await jobs.on_created(detail.members[0].id)  # wakes the reconciler for all of them
+    return detail
+
+
+@router.get("", response_model=SweepList)
+def list_sweeps(session: SessionDep, limit: Annotated[int, Query(ge=1, le=500)] = 100) -> SweepList:
+    """Newest first, with member counts per status."""
+    rows = service.list_sweeps(session, limit)
+    return SweepList(items=[service.to_public(s, c) for s, c in rows])
+
+
+@router.get("/{sweep_id}", response_model=SweepDetail)
+def get_sweep(sweep_id: SweepId, session: SessionDep) -> SweepDetail:
+    return service.detail(session, service.get(session, sweep_id))
+
+
+@router.post("/{sweep_id}/stop", response_model=SweepDetail)
+async def stop_sweep(
+    sweep_id: SweepId, sessionmaker: SessionMakerDep, jobs: JobsDep
+) -> SweepDetail:
+    """Waiting members are stopped at once (they never start); running ones go `stopping`
+    until their jobs have saved a final checkpoint. Finished members are left alone."""
+
+    def work(session: Session) -> tuple[list[int], SweepDetail]:
+        stopping = service.stop(session, sweep_id)
+        return stopping, service.detail(session, service.get(session, sweep_id))
+
+    stopping, detail = await asyncio.to_thread(run_in_transaction, sessionmaker, work)
+    if jobs is not None:
+        for experiment_id in stopping:
+            await jobs.request_stop(experiment_id)
+    return detail
+
+
+@router.delete("/{sweep_id}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_sweep(sweep_id: SweepId, session: SessionDep, settings: SettingsDep) -> Response:
+    """Only once every member has ended (409 otherwise): deletes the sweep and its members as
+    deleting each experiment would (metrics, checkpoints, files)."""
+    member_ids = service.delete(session, sweep_id)
+    session.commit()
+    for experiment_id in member_ids:
+        remove_experiment_dir(settings.checkpoints_dir, experiment_id)
+        shutil.rmtree(job_dir(settings, experiment_id), ignore_errors=True)
+        remove_evaluation_videos(settings, experiment_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/{sweep_id}/metrics", response_model=SweepMetrics)
+def get_sweep_metrics(
+    sweep_id: SweepId,
+    session: SessionDep,
+    names: Annotated[
+        str | None, Query(description="Comma-separated; default episode_return_mean.")
+    ] = None,
+    points: Annotated[
+        int, Query(ge=2, le=MAX_POINTS, description="Steps of the common grid.")
+    ] = DEFAULT_POINTS,
+) -> SweepMetrics:
+    """Per seed group: mean, min/max and a 95 % bootstrap interval of the mean on one env-steps
+    grid (`n`: members that have reached each step), and the group's final values."""
+    sweep = service.get(session, sweep_id)
+    return service.metrics(session, sweep, service.parse_names(names), points)

@@ -1,0 +1,224 @@
+"""The sweep page in real Chromium, on a seeded sweep (2 learning rates x 3 seeds; members
+driven through their lifecycle and posting metrics as their jobs would): one band and one mean
+line per group drawn on the canvas, the ranking by final mean return, the hyperparameter ->
+final return scatter, live updates, members linked from the experiment list, and Stop sweep;
+then a real sweep of tiny CartPole runs on the local Ray head, watched to completion."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.core.config import Settings
+from app.core.db import transaction
+from app.experiments import service as experiments
+from tests.browser.helpers import new_page, wait_until
+from tests.browser.server import LiveServer, live_server
+
+pytestmark = pytest.mark.browser
+
+CONFIG = {"env_id": "CartPole-v1", "stop": {"env_steps": 100_000}}
+TITLE = "Episode return (mean over seeds)"
+
+
+@pytest.fixture(scope="module")
+def server(frontend_dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    data_dir = tmp_path_factory.mktemp("browser-sweeps")
+    settings = Settings(
+        data_dir=data_dir,
+        database_url=f"sqlite:///{data_dir / 'rollout.db'}",
+        jobs_enabled=False,
+        frontend_dir=frontend_dist,
+    )
+    with live_server(settings) as live:
+        yield live
+
+
+@pytest.fixture
+def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    errors: list[str] = []
+    context, page = new_page(browser, errors, viewport={"width": 1280, "height": 1400})
+    page.set_default_timeout(30_000)
+    yield page
+    context.close()
+    assert not errors, f"console errors in {request.node.name}: {errors}"
+
+
+def _start(server: LiveServer, exp_id: int) -> str:
+    with transaction(server.app.state.sessionmaker) as session:
+        for to in ("queued", "running"):
+            experiments.transition(session, exp_id, to, "test: simulated job")
+    return server.issue_job_token(exp_id)
+
+
+def _post(server: LiveServer, exp_id: int, token: str, steps: range, level: float) -> None:
+    rows = [
+        {"step": s, "time_s": s / 1000, "values": {"episode_return_mean": level + s / 1000}}
+        for s in steps
+    ]
+    response = httpx.post(
+        f"{server.url}/api/v1/jobs/experiments/{exp_id}/metrics",
+        json={"rows": rows},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert response.status_code == 200, response.text
+
+
+def _tinted_pixels(page: Any) -> dict[str, int]:
+    """Pixels of the band chart's canvas tinted blue (group 0) or red (group 1)."""
+    return page.evaluate(
+        """(title) => {
+          const c = document.querySelector(`[data-chart="${title}"] canvas`);
+          const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+          let blue = 0, red = 0;
+          for (let i = 0; i < d.length; i += 4) {
+            const [r, g, b, a] = [d[i], d[i + 1], d[i + 2], d[i + 3]];
+            if (a < 10) continue;
+            if (b > r + 25 && b > g + 10) blue++;
+            if (r > b + 25 && r > g + 25) red++;
+          }
+          return {blue, red};
+        }""",
+        TITLE,
+    )
+
+
+def test_sweep_page_draws_bands_ranks_groups_updates_live_and_stops(
+    server: LiveServer, page: Any, artifacts: Path
+) -> None:
+    api = httpx.Client(base_url=f"{server.url}/api/v1", timeout=30)
+    body = {"name": "ui sweep", "config": CONFIG, "grid": {"lr": [1e-3, 1e-4]}, "seeds": [0, 1, 2]}
+    sweep = api.post("/sweeps", json=body).json()
+    members = sweep["members"]
+    tokens: dict[int, str] = {}
+    # Group 0 (lr=0.001) returns around 10, group 1 (lr=0.0001) around 100; the last member
+    # of group 1 never starts.
+    for i, member in enumerate(members[:5]):
+        tokens[member["id"]] = _start(server, member["id"])
+        level = 10.0 + 8 * i if member["sweep_group"] == 0 else 100.0 + 8 * i
+        _post(server, member["id"], tokens[member["id"]], range(1000, 41_000, 1000), level)
+
+    page.goto(f"{server.url}/#/sweeps/{sweep['id']}")
+    chart = page.locator(f'[data-chart="{TITLE}"]')
+    wait_until(lambda: int(chart.get_attribute("data-points") or 0) > 10, 30, "band data")
+    assert chart.get_attribute("data-bands") == "2"
+    assert chart.get_attribute("data-groups") == "2"
+    assert page.locator(f'[data-chart="{TITLE}"] .u-legend .u-series').count() == 1 + 3 * 2
+    legend = page.locator(f'[data-chart="{TITLE}"] .u-legend').inner_text()
+    assert "lr=0.001" in legend and "lr=0.0001" in legend
+
+    def both_drawn() -> dict[str, int] | None:
+        tint = _tinted_pixels(page)
+        return tint if tint["blue"] > 200 and tint["red"] > 200 else None
+
+    wait_until(both_drawn, 15, "both groups' bands and lines on the canvas")
+
+    ranking = page.locator("table.ranking tbody tr")
+    assert ranking.count() == 2
+    first = ranking.nth(0).inner_text()
+    assert "lr=0.0001" in first and "2 / 3" in first  # higher returns, 2 of 3 seeds report
+    assert "lr=0.001" in ranking.nth(1).inner_text() and "3 / 3" in ranking.nth(1).inner_text()
+    scatter = page.locator('[data-chart="final vs lr"]')
+    assert scatter.get_attribute("data-points") == "2"
+    assert page.locator('[data-role="n-note"]').inner_text().count("/") >= 2
+    page.screenshot(path=str(artifacts / "sweep-page.png"), full_page=True)
+
+    # Live: group 0's members climb past group 1; the ranking follows without a reload.
+    for member in members[:3]:
+        _post(server, member["id"], tokens[member["id"]], range(41_000, 60_000, 1000), 500.0)
+    wait_until(
+        lambda: (
+            "lr=0.001" in page.locator("table.ranking tbody tr").nth(0).inner_text()
+            and "lr=0.0001" not in page.locator("table.ranking tbody tr").nth(0).inner_text()
+        ),
+        30,
+        "the ranking to follow the new metrics",
+    )
+    assert int(chart.get_attribute("data-points") or 0) > 10
+
+    # Members show their sweep on the experiment list.
+    page.goto(f"{server.url}/#/")
+    page.locator("table.experiments tbody tr").first.wait_for()
+    wait_until(lambda: page.locator("a.sweep-link").count() == 6, 15, "sweep links")
+    page.locator("a.sweep-link").first.click()
+    page.locator(f'[data-chart="{TITLE}"]').wait_for()
+    # ... and on their own page.
+    page.goto(f"{server.url}/#/experiments/{members[0]['id']}")
+    page.locator("p.meta a.sweep-link", has_text=f"member of sweep {sweep['id']}").click()
+    page.locator(f'[data-chart="{TITLE}"]').wait_for()
+
+    # Stop the sweep: running members go `stopping` (their jobs would save and stop), the one
+    # that never started is stopped at once.
+    page.locator('[data-action="stop-sweep"]').click()
+    rows = page.locator("table.members tbody tr")
+    wait_until(
+        lambda: (
+            rows.nth(5).get_attribute("data-status") == "stopped"
+            and all(rows.nth(i).get_attribute("data-status") == "stopping" for i in range(5))
+        ),
+        15,
+        "members stopping / stopped",
+    )
+    state = api.get(f"/sweeps/{sweep['id']}").json()
+    assert state["counts"] == {"stopping": 5, "stopped": 1}
+    page.goto(f"{server.url}/#/sweeps")
+    page.locator("table.sweeps tbody tr").first.wait_for()
+    assert page.locator("table.sweeps tbody tr").count() == 1
+    assert "ui sweep" in page.locator("table.sweeps tbody tr").inner_text()
+    api.close()
+
+
+@pytest.fixture(scope="module")
+def ray_server(
+    ray_head: Any, frontend_dist: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer]:
+    data_dir = tmp_path_factory.mktemp("browser-sweeps-ray")
+    settings = Settings(
+        data_dir=data_dir,
+        database_url=f"sqlite:///{data_dir / 'rollout.db'}",
+        ray_address=ray_head.address,
+        jobs_enabled=True,
+        max_concurrent_experiments=4,
+        frontend_dir=frontend_dist,
+    )
+    with live_server(settings) as live:
+        yield live
+
+
+@pytest.mark.ray
+def test_a_real_sweep_on_the_local_ray_head_draws_its_bands_live(
+    ray_server: LiveServer, page: Any
+) -> None:
+    """2 learning rates x 2 seeds of tiny CartPole runs, watched from the page as they run."""
+    from tests.service.test_e2e_sweeps import TINY
+
+    api = httpx.Client(base_url=f"{ray_server.url}/api/v1", timeout=30)
+    body = {"name": "live", "config": TINY, "grid": {"lr": [1e-3, 3e-3]}, "seeds": [0, 1]}
+    sweep = api.post("/sweeps", json={**body, "max_parallel": 2}).json()
+    page.goto(f"{ray_server.url}/#/sweeps/{sweep['id']}")
+    rows = page.locator("table.members tbody tr")
+    rows.first.wait_for()
+
+    def all_succeeded() -> bool:
+        statuses = [rows.nth(i).get_attribute("data-status") for i in range(rows.count())]
+        assert "failed" not in statuses, api.get(f"/sweeps/{sweep['id']}").json()["members"]
+        return statuses == ["succeeded"] * 4
+
+    wait_until(all_succeeded, 300, "every member to succeed, seen on the page")
+    chart = page.locator(f'[data-chart="{TITLE}"]')
+    wait_until(lambda: int(chart.get_attribute("data-points") or 0) > 2, 30, "group curves")
+    assert chart.get_attribute("data-bands") == "2"
+
+    def both_drawn() -> dict[str, int] | None:
+        tint = _tinted_pixels(page)
+        return tint if tint["blue"] > 100 and tint["red"] > 100 else None
+
+    wait_until(both_drawn, 15, "both groups drawn")
+    ranking = page.locator("table.ranking tbody tr")
+    wait_until(lambda: ranking.count() == 2 and "2 / 2" in ranking.nth(1).inner_text(), 15, "rank")
+    assert page.locator('[data-action="stop-sweep"]').is_disabled()
+    api.close()
