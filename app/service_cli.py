@@ -46,6 +46,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "--token) or listen on 127.0.0.1.",
             code=2,
         )
+    _refuse_a_shared_head(settings)
     if settings.host in ("0.0.0.0", "::") and not settings.allowed_hosts:
         print(
             f"note: listening on {settings.host}, but only Host headers naming this machine's "
@@ -62,6 +63,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=10,
     )
     return 0
+
+
+def _refuse_a_shared_head(settings: Any) -> None:
+    """One local Ray head per data dir: a second service on it would adopt or stop the head
+    the first one is using (app/jobs/head_state.py)."""
+    from app.jobs import head_state
+
+    if not settings.jobs_enabled or settings.ray_address:
+        return
+    record = head_state.load(settings.data_dir)
+    if record is not None and head_state.owner_alive(record):
+        raise CliError(
+            f"another `rollout serve` (pid {record.owner_pid}) is running on the data dir "
+            f"{settings.data_dir} with its own Ray head; stop it first, or use another "
+            "--data-dir",
+            code=2,
+        )
 
 
 # --- entry point ----------------------------------------------------------------------------------

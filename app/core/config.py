@@ -54,6 +54,12 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("ROLLOUT_RAY_ADDRESS", "RAY_ADDRESS", "ray_address"),
         description="An existing Ray cluster; unset: the service starts a private local head.",
     )
+    ray_warmup: bool = Field(
+        default=True,
+        description="Right after starting its local Ray head, run one no-op job in the "
+        "background (imports torch and gymnasium, one tiny iteration), so the first experiment "
+        "starts as fast as later ones. Not done on an external cluster.",
+    )
     jobs_enabled: bool = Field(
         default=True, description="Launch experiments on Ray. Off: experiments stay pending."
     )

@@ -9,6 +9,9 @@
     ├── Forbidden                     403  a valid token used outside its scope
     └── Unavailable                   503  a dependency (e.g. Ray) is not there
 
+The database being unreachable (a restart, a failover, SQLite's write lock held past the busy
+timeout) is a 503 too, with `Retry-After`: clients and jobs retry it.
+
 Services raise these; routers never build HTTP errors themselves. Every error reaches the client
 as `{"error": {"code", "message", "fields"?}}`, `fields` being `[{"field", "message"}]`.
 """
@@ -20,7 +23,10 @@ from typing import Any, ClassVar
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+DATABASE_RETRY_AFTER_S = 5
 
 
 class RolloutError(Exception):
@@ -103,6 +109,15 @@ def install_error_handlers(app: FastAPI) -> None:
         body = {"error": {"code": code, "message": str(exc.detail)}}
         return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
+    async def on_database_unavailable(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, OperationalError | InterfaceError)
+        cause = type(exc.orig).__name__ if exc.orig is not None else type(exc).__name__
+        err = Unavailable(f"the database is unavailable ({cause}); retry shortly")
+        headers = {"Retry-After": str(DATABASE_RETRY_AFTER_S)}
+        return JSONResponse(err.body(), status_code=err.status_code, headers=headers)
+
     app.add_exception_handler(RolloutError, on_domain_error)
+    app.add_exception_handler(OperationalError, on_database_unavailable)
+    app.add_exception_handler(InterfaceError, on_database_unavailable)
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)

@@ -177,6 +177,23 @@ class RayJobLauncher:
         except (ConnectionError, OSError) as exc:
             raise RayUnavailable(str(exc)) from exc
 
+    async def submit_module(self, submission_id: str, module: str) -> str:
+        """A service job of our own (`python -m <module>`, e.g. the head's warm-up): no
+        experiment, no token, no CPU of the queue's budget."""
+        env_vars = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
+        env_vars["PYTHONUNBUFFERED"] = "1"
+        kwargs: dict[str, Any] = {
+            "entrypoint": f"{sys.executable} -m {module}",
+            "submission_id": submission_id,
+            "runtime_env": {"env_vars": env_vars},
+            "entrypoint_num_cpus": 0,
+            "metadata": {"rollout_service_job": module},
+        }
+        try:
+            return await asyncio.to_thread(lambda: self.client.submit_job(**kwargs))
+        except (ConnectionError, OSError, RuntimeError) as exc:
+            raise RayUnavailable(str(exc)) from exc
+
     async def stop(self, submission_id: str) -> bool:
         """SIGTERM the job's driver (it saves a final checkpoint); False if no such job."""
         try:

@@ -71,6 +71,14 @@ def _proc_stat(pid: int) -> tuple[str, int, int] | None:
     return fields[0], int(fields[1]), int(fields[19])
 
 
+def proc_start_time(pid: int) -> int | None:
+    """When a running (non-zombie) process started, in clock ticks since boot; None if gone."""
+    stat = _proc_stat(pid)
+    if stat is None or stat[0] == "Z":
+        return None
+    return stat[2]
+
+
 def descendants(root: int) -> dict[int, int]:
     """pid -> start time of every process below `root` (Linux /proc; empty elsewhere)."""
     children: dict[int, list[int]] = {}
@@ -138,11 +146,35 @@ class LocalRayHead:
     # address they can reach (Ray rewrites a loopback --address to the machine's own IP).
     node_ip: str = "127.0.0.1"
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    pid: int | None = field(default=None, init=False)
+    started: int = field(default=0, init=False)
     address: str = field(default="", init=False)
     dashboard_url: str = field(default="", init=False)
     _owned_temp: bool = field(default=False, init=False)
 
     def start(self) -> LocalRayHead:
+        self.launch()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    @classmethod
+    def adopt(cls, pid: int, started: int, address: str, dashboard_url: str) -> LocalRayHead:
+        """A handle on a head an earlier process started (checked by the caller to be it)."""
+        head = cls()
+        head.pid, head.started = pid, started
+        head.address, head.dashboard_url = address, dashboard_url
+        return head
+
+    @property
+    def running(self) -> bool:
+        return self.pid is not None and bool(alive({self.pid: self.started}))
+
+    def launch(self) -> None:
+        """Start `ray start --head --block` in its own session; `wait_ready()` waits for it."""
         if self.temp_dir is None:
             # Ray's socket paths must stay short (AF_UNIX limit), so use /tmp directly.
             self.temp_dir = Path(tempfile.mkdtemp(prefix="rray-", dir="/tmp"))
@@ -196,49 +228,72 @@ class LocalRayHead:
         self.process = subprocess.Popen(
             cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
+        self.pid = self.process.pid
+        self.started = proc_start_time(self.pid) or 0
         self.address = f"{self.node_ip}:{gcs}"
         self.dashboard_url = f"http://127.0.0.1:{dash}"
-        self._wait_ready()
-        return self
 
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.start_timeout_s
-        assert self.process is not None
+    def answers(self, timeout_s: float = 2.0) -> bool:
+        """The head's dashboard (the Jobs API) answers."""
+        with contextlib.suppress(httpx.HTTPError):
+            response = httpx.get(f"{self.dashboard_url}/api/version", timeout=timeout_s)
+            return response.status_code == 200
+        return False
+
+    def wait_ready(self, timeout_s: float | None = None) -> None:
+        timeout_s = self.start_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
+            if not self.running:
                 raise RuntimeError(f"Ray head exited early; see {self.temp_dir}/head.log")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.dashboard_url}/api/version", timeout=2).status_code == 200:
-                    return
+            if self.answers():
+                return
             time.sleep(0.5)
-        self.stop()
-        raise TimeoutError(f"Ray head not ready in {self.start_timeout_s}s; see {self.temp_dir}")
+        raise TimeoutError(f"Ray head not ready in {timeout_s}s; see {self.temp_dir}")
 
     def stop(self, timeout_s: float = 20.0) -> None:
         """SIGTERM the head's process group (ours alone), then SIGKILL what is left.
 
         Ray starts job drivers in sessions of their own, so they are not in the head's group
         and would outlive it (orphaned, still training): every process below the head is
-        noted first and killed at the end if it is still there.
+        noted first and killed at the end if it is still there. Works by pid, so an adopted
+        head (started by an earlier process, not our child) stops the same way.
         """
-        if self.process is not None and self.process.poll() is None:
-            pgid = os.getpgid(self.process.pid)
-            spawned = descendants(self.process.pid)
+        if self.pid is not None and self.running:
+            pgid = self.pid  # started with start_new_session: the leader of its own group
+            spawned = descendants(self.pid)
             # `ray start --block` tears its daemons down itself on SIGTERM.
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(pgid, signal.SIGKILL)
-                self.process.wait(timeout=5)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGTERM)
+            if not self._wait_exit(timeout_s):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pgid, signal.SIGKILL)
+                self._wait_exit(5)
             # Ray daemons and workers run in the same session; make sure none outlives us.
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, signal.SIGKILL)
             _wait_group_gone(pgid, timeout_s=10.0)
             kill_if_alive(spawned)
+        elif self.process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=1)  # reap our child
         self.process = None
+        self.pid = None
         if self._owned_temp and self.temp_dir is not None:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    def _wait_exit(self, timeout_s: float) -> bool:
+        """Wait for the leader to exit (reaping it when it is our child)."""
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=timeout_s)
+                return True
+            except subprocess.TimeoutExpired:
+                return False
+        deadline = time.monotonic() + timeout_s
+        while self.running and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return not self.running
 
     def __enter__(self) -> LocalRayHead:
         return self.start()

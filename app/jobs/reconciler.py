@@ -5,8 +5,9 @@ One tick:
 2. every experiment that owns a Ray job (`running`, `stopping`) is compared with its job: a job
    Ray reports ended while the experiment still runs means the job could not report itself
    (crash, OOM kill, cluster restart): the experiment ends accordingly, with Ray's message and
-   the tail of the job log; a `stopping` experiment whose job outlives the grace period is
-   marked stopped anyway;
+   the tail of the job log, after the metric rows the dead job wrote to its local JSONL copy
+   but never sent are stored (app/jobs/salvage.py); a `stopping` experiment whose job
+   outlives the grace period is marked stopped anyway;
 3. queued experiments start in order while their whole resource budget (driver + actors) fits
    the cluster's free CPUs/GPUs and the concurrency cap allows. Evaluations (app/evaluations/
    scheduling.py, checked in the same tick) wait in the same FIFO queue, oldest first across
@@ -48,6 +49,7 @@ from app.jobs.launcher import (
     new_submission_id,
 )
 from app.jobs.resources import ExperimentResources, fits
+from app.jobs.salvage import salvage_metrics
 from app.sweeps.models import Sweep
 from trainer.config import PPOConfig
 
@@ -214,6 +216,7 @@ class Reconciler:
         if job.state == RayJobState.MISSING:
             if _age_s(snap.started_at) < MISSING_GRACE_S:
                 return
+            await self._salvage(snap)
             if snap.status == S.stopping:
                 await self._db(_settle, snap.id, ACTIVE, S.stopped, job.message)
             else:
@@ -228,6 +231,7 @@ class Reconciler:
         assert snap.ray_job_id is not None
         tail = await self.launcher.log_tail(snap.ray_job_id)
         self._stops_sent.pop(snap.id, None)
+        await self._salvage(snap)
         if job.state == RayJobState.FAILED:
             reason = f"Ray job {snap.ray_job_id} failed"
             error = job.message or reason
@@ -238,6 +242,12 @@ class Reconciler:
         else:
             reason = f"Ray job {snap.ray_job_id} ended without reporting a final status"
             await self._db(_settle, snap.id, ACTIVE, S.succeeded, reason, None, tail or None)
+
+    async def _salvage(self, snap: Snapshot) -> None:
+        """Store what the dead job wrote to its local JSONL copy but never sent."""
+        jsonl = job_dir(self.settings, snap.id) / "metrics.jsonl"
+        if jsonl.is_file():
+            await self._db(salvage_metrics, snap.id, jsonl)
 
     async def _drive_stop(self, snap: Snapshot) -> None:
         """(Re)send stop_job; after the grace period give up waiting and mark it stopped."""

@@ -5,6 +5,11 @@ Otherwise it starts a private local Ray head (free ports, never 6379, a private 
 stops it again by its own process id on shutdown, so Ctrl-C of `rollout serve` leaves no Ray
 process behind. Experiments still running on that local head end with it: they are marked
 stopped (their periodic checkpoints stay available for a resume).
+
+An API process that dies without shutting down (SIGKILL, OOM) leaves its head and jobs running.
+The head is recorded in the data dir (app/jobs/head_state.py), so the next start adopts it and
+its jobs carry on, or, when it cannot be adopted, stops it with its jobs before their
+experiments are marked failed: no job keeps writing behind a terminal status.
 """
 
 from __future__ import annotations
@@ -26,9 +31,19 @@ from app.core.db import Publisher, SessionMaker, run_in_transaction
 from app.experiments import service
 from app.experiments.lifecycle import ExperimentStatus
 from app.experiments.models import Experiment
+from app.jobs import head_state
+from app.jobs.head_state import HeadRecord
 from app.jobs.launcher import RayJobLauncher, RayUnavailable
-from app.jobs.ray_head import LocalRayHead, apply_ray_env
-from app.jobs.reconciler import ACTIVE, Reconciler, snapshots
+from app.jobs.ray_head import (
+    LocalRayHead,
+    apply_ray_env,
+    descendants,
+    kill_if_alive,
+    proc_start_time,
+)
+from app.jobs.reconciler import ACTIVE, Reconciler, job_dir, snapshots
+from app.jobs.salvage import salvage_metrics
+from app.jobs.warmup import HeadWarmup
 
 log = logging.getLogger(__name__)
 S = ExperimentStatus
@@ -36,6 +51,8 @@ S = ExperimentStatus
 # AF_UNIX socket paths are limited to 107 bytes; Ray appends ~70 (session dir, socket name).
 MAX_RAY_TEMP_DIR_LEN = 35
 DEFAULT_STOP_GRACE_S = 60.0
+# How long a head left by an earlier API process gets to answer before it is stopped instead.
+ADOPT_TIMEOUT_S = 15.0
 
 
 class JobsRuntime:
@@ -60,6 +77,8 @@ class JobsRuntime:
         self.reconciler: Reconciler | None = None
         self._task: asyncio.Task[None] | None = None
         self._temp_dir: Path | None = None  # a /tmp dir we made for the head, removed at stop
+        self._fresh_head = False  # started by us now (not adopted): worth warming up
+        self.warmup: HeadWarmup | None = None
         self.address = ""
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -89,20 +108,126 @@ class JobsRuntime:
             self.settings, self.sessionmaker, self.launcher, interval_s=self.interval_s
         )
         self._task = asyncio.create_task(self.reconciler.run(), name="rollout-reconciler")
+        if self._fresh_head and self.settings.ray_warmup:
+            self.warmup = HeadWarmup(self.launcher)
+            self.warmup.start()
 
     async def _start_local_head(self) -> str:
         apply_ray_env()
+        record = head_state.load(self.settings.data_dir)
+        if record is not None and (url := await self._take_over(record)):
+            return url
         temp_dir = ray_temp_dir(self.settings.data_dir)
         if not temp_dir.is_relative_to(self.settings.data_dir.resolve()):
             self._temp_dir = temp_dir
         prune_sessions(temp_dir)
         self.head = LocalRayHead(temp_dir=temp_dir)
-        await asyncio.to_thread(self.head.start)
+        await asyncio.to_thread(self.head.launch)
+        self._record_head()  # before it is ready: a crash now must not lose track of it
+        await asyncio.to_thread(self.head.wait_ready)
+        self._record_head()  # now with its daemons
+        self._fresh_head = True
         log.info("started a local Ray head at %s (%s)", self.head.address, self.head.dashboard_url)
         # The dashboard URL: no need to ask the cluster where its Jobs API is.
         return self.head.dashboard_url
 
+    async def _take_over(self, record: HeadRecord) -> str | None:
+        """Adopt the head an earlier API process left running (its URL), or stop it (None).
+
+        Either way nothing of it keeps running unseen: an adopted head's jobs are reconciled
+        as usual; a head that cannot be adopted is stopped with its jobs, and only then are
+        its experiments marked failed.
+        """
+        data_dir = self.settings.data_dir
+        if head_state.owner_alive(record):
+            raise RuntimeError(
+                f"another `rollout serve` (pid {record.owner_pid}) runs the local Ray head of "
+                f"{data_dir}; stop it first, or give this one its own --data-dir"
+            )
+        if head_state.is_that_head(record):
+            head = LocalRayHead.adopt(
+                record.pid, record.started, record.address, record.dashboard_url
+            )
+            head.temp_dir = Path(record.temp_dir)
+            try:
+                await asyncio.to_thread(head.wait_ready, ADOPT_TIMEOUT_S)
+            except (RuntimeError, TimeoutError) as exc:
+                log.warning("cannot adopt the Ray head left running (pid %d): %s", head.pid, exc)
+                reason = (
+                    f"its job ran on the service's local Ray head (pid {record.pid}), which did "
+                    "not answer after the service restarted; the head was stopped with its jobs"
+                )
+                await asyncio.to_thread(head.stop)
+            else:
+                self.head = head
+                if record.owned_temp:
+                    self._temp_dir = head.temp_dir
+                self._record_head()
+                log.warning(
+                    "adopted the local Ray head an earlier service process left running "
+                    "(pid %d, %s); its jobs carry on",
+                    record.pid,
+                    record.dashboard_url,
+                )
+                return head.dashboard_url
+        else:
+            # The leader is gone; daemons it left behind in its process group go too (a job
+            # driver notices its supervisor is gone and stops by itself).
+            await asyncio.to_thread(kill_if_alive, head_state.leftovers(record))
+            reason = (
+                "its job ran on the service's local Ray head, which ended while the service "
+                "was down"
+            )
+        if record.owned_temp:
+            shutil.rmtree(record.temp_dir, ignore_errors=True)
+        head_state.clear(data_dir)
+        await self._end_lost_experiments(reason)
+        return None
+
+    def _record_head(self) -> None:
+        head = self.head
+        assert head is not None and head.pid is not None
+        me = os.getpid()
+        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        head_state.save(
+            self.settings.data_dir,
+            HeadRecord(
+                pid=head.pid,
+                started=head.started,
+                boot_id=head_state.boot_id(),
+                address=head.address,
+                dashboard_url=head.dashboard_url,
+                temp_dir=str(head.temp_dir),
+                owned_temp=self._temp_dir is not None,
+                owner_pid=me,
+                owner_started=proc_start_time(me) or 0,
+                daemons={str(pid): started for pid, started in descendants(head.pid).items()},
+            ),
+        )
+
+    async def _end_lost_experiments(self, reason: str) -> None:
+        """Experiments whose jobs went with a head that is now stopped or gone."""
+
+        def end_all(session: Session) -> list[int]:
+            rows = session.scalars(select(Experiment).where(Experiment.status.in_(ACTIVE)))
+            ended = []
+            for exp in list(rows):
+                # Keep what the job wrote down but never sent (its JSONL copy is on this machine).
+                salvage_metrics(session, exp.id, job_dir(self.settings, exp.id) / "metrics.jsonl")
+                if exp.status == S.stopping:
+                    service.transition(session, exp.id, S.stopped, reason)
+                else:
+                    service.transition(session, exp.id, S.failed, reason, error=reason)
+                ended.append(exp.id)
+            return ended
+
+        ids = await asyncio.to_thread(run_in_transaction, self.sessionmaker, end_all)
+        if ids:
+            log.warning("experiments %s ended: %s", ids, reason)
+
     async def stop(self) -> None:
+        if self.warmup is not None:
+            await self.warmup.stop()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -112,6 +237,7 @@ class JobsRuntime:
             await self._end_local_experiments()
             await asyncio.to_thread(self.head.stop)
             self.head = None
+            head_state.clear(self.settings.data_dir)
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
             self._temp_dir = None
@@ -175,6 +301,7 @@ class JobsRuntime:
             "dashboard_url": launcher.dashboard_url,
             "error": launcher.last_error or None,
             "local_head": self.head is not None,
+            "warmup": self.warmup.as_dict() if self.warmup is not None else None,
             "reachable": await launcher.reachable(),
             "resources": resources,
             "reserved": {

@@ -141,3 +141,15 @@ def transition(app: FastAPI) -> Callable[..., None]:
                 experiments.transition(session, experiment_id, target, f"test: {target}")
 
     return move
+
+
+@pytest.fixture
+def reaper() -> Iterator[Any]:
+    """Processes a fault test caused; any still alive at the end are killed by pid."""
+    from tests.service.faults import ProcessReaper
+
+    reaped = ProcessReaper()
+    try:
+        yield reaped
+    finally:
+        reaped.reap()

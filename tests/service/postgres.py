@@ -38,50 +38,66 @@ def _as_postgres(args: list[str]) -> list[str]:
     return args
 
 
-@contextmanager
-def throwaway_server() -> Iterator[str]:
-    """initdb + pg_ctl on a free port; stopped and removed afterwards."""
-    initdb, pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
-    if not initdb or not pg_ctl:
-        raise RuntimeError("no PostgreSQL on 127.0.0.1:5432 and no initdb/pg_ctl to start one")
-    parent = Path(tempfile.mkdtemp(prefix="rollout-pg-"))
-    data = parent / "data"
-    if os.geteuid() == 0:
-        shutil.chown(parent, "postgres")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    subprocess.run(
-        _as_postgres([initdb, "-D", str(data), "-U", "postgres", "-A", "trust", "--no-sync"]),
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    options = f"-p {port} -k {parent} -c listen_addresses=127.0.0.1 -c fsync=off"
-    # The server inherits pg_ctl's stdout/stderr: send them to a log file, never to a pipe
-    # that would stay open (and block us) for the server's lifetime.
-    log = parent / "server.log"
-    subprocess.run(
-        _as_postgres(
-            [pg_ctl, "-D", str(data), "-l", str(log), "-w", "-t", "60", "-o", options, "start"]
-        ),
-        check=True,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        timeout=90,
-    )
-    try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    finally:
+class ThrowawayServer:
+    """A PostgreSQL cluster of our own (initdb + pg_ctl on a free port): tests may stop and
+    start it again (a database outage) without touching anyone else's server."""
+
+    def __init__(self) -> None:
+        initdb, pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
+        if not initdb or not pg_ctl:
+            raise RuntimeError("no initdb/pg_ctl to start a PostgreSQL server")
+        self.pg_ctl = pg_ctl
+        self.parent = Path(tempfile.mkdtemp(prefix="rollout-pg-"))
+        self.data = self.parent / "data"
+        if os.geteuid() == 0:
+            shutil.chown(self.parent, "postgres")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
         subprocess.run(
-            _as_postgres([pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"]),
+            _as_postgres([initdb, "-D", str(self.data), "-U", "postgres", "-A", "trust",
+                          "--no-sync"]),
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )  # fmt: skip
+        self.dsn = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.parent} -c listen_addresses=127.0.0.1 -c fsync=off"
+        # The server inherits pg_ctl's stdout/stderr: send them to a log file, never to a pipe
+        # that would stay open (and block us) for the server's lifetime.
+        log = self.parent / "server.log"
+        self._pg_ctl("-l", str(log), "-w", "-t", "60", "-o", options, "start", check=True)
+
+    def stop(self) -> None:
+        """Fast shutdown: open connections are terminated, as in a crash or failover."""
+        self._pg_ctl("-m", "fast", "-w", "stop", check=False)
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.parent, ignore_errors=True)
+
+    def _pg_ctl(self, *args: str, check: bool) -> None:
+        subprocess.run(
+            _as_postgres([self.pg_ctl, "-D", str(self.data), *args]),
+            check=check,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            timeout=60,
+            timeout=90,
         )
-        shutil.rmtree(parent, ignore_errors=True)
+
+
+@contextmanager
+def throwaway_server() -> Iterator[str]:
+    """initdb + pg_ctl on a free port; stopped and removed afterwards."""
+    server = ThrowawayServer()
+    try:
+        server.start()
+        yield server.dsn
+    finally:
+        server.remove()
 
 
 @contextmanager

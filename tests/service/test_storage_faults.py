@@ -9,7 +9,6 @@ every metric point the job produced is stored exactly once.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from app.checkpoints.storage import is_temp
 from app.jobs.ray_head import LocalRayHead
 from app.jobs.reconciler import job_dir
+from tests.service.faults import jsonl_points
 from tests.service.test_e2e_jobs import QUICK, LiveService, make_settings
 
 pytestmark = pytest.mark.ray
@@ -43,16 +43,6 @@ def tight_service(ray_head: LocalRayHead, tmp_path: Path) -> Iterator[LiveServic
         yield live
     finally:
         live.stop()
-
-
-def _jsonl_points(path: Path) -> dict[str, dict[int, float]]:
-    series: dict[str, dict[int, float]] = {}
-    for line in path.read_text().splitlines():
-        row = json.loads(line)
-        values = {"time_s": row["time_s"], **row["values"]}  # as ingest does (setdefault)
-        for name, value in values.items():
-            series.setdefault(name, {})[row["step"]] = value
-    return series
 
 
 def test_a_full_data_dir_during_checkpoint_uploads(tight_service: LiveService) -> None:
@@ -87,7 +77,7 @@ def test_a_full_data_dir_during_checkpoint_uploads(tight_service: LiveService) -
     assert kept == [f"iter_{i:06d}.tar.gz" for i in refused]
 
     # Metrics: every point the job wrote to its JSONL copy is stored, once, with its value.
-    produced = _jsonl_points(local / "metrics.jsonl")
+    produced = jsonl_points(local / "metrics.jsonl")
     response = live.http.get(f"/experiments/{exp_id}/metrics").json()
     assert set(response["series"]) == set(produced)
     for name, points in produced.items():
