@@ -112,17 +112,18 @@ def test_an_upload_that_would_fill_the_disk_is_refused(make_settings):
 def test_an_upload_whose_experiment_is_deleted_meanwhile_leaves_nothing(
     client, app, create_experiment, job_token, transition
 ):
-    """The experiment is deleted while its checkpoint streams in: the upload fails (404) and
-    neither the temp file nor the archive nor the experiment's directory remains."""
+    """The experiment ends and is deleted while its checkpoint streams in: the upload fails
+    (404) and neither the temp file nor the archive nor the experiment's directory remains."""
     exp_id = create_experiment()["id"]
     token = job_token(exp_id)
-    transition(exp_id, "stopped")
+    transition(exp_id, "queued", "running")  # a running job's token may upload
     root = app.state.settings.checkpoints_dir
     chunks = [b"first half ", b"second half"]
     status: dict[str, int] = {}
 
     async def receive() -> dict:
-        if len(chunks) == 1:  # between the two chunks: the user deletes the experiment
+        if len(chunks) == 1:  # between the two chunks: it ends and the user deletes it
+            await asyncio.to_thread(transition, exp_id, "stopping", "stopped")
             deleted = await asyncio.to_thread(client.delete, f"/api/v1/experiments/{exp_id}")
             assert deleted.status_code == 204
         body = chunks.pop(0)
