@@ -18,6 +18,7 @@ from app.core.auth import JobTokenDep, require_api_token
 from app.core.db import SessionMaker, read_only, run_in_transaction
 from app.core.deps import SessionDep, SessionMakerDep, SettingsDep
 from app.core.errors import NotFound
+from app.core.params import MAX_INT32, MAX_INT64, ExperimentId
 from app.experiments import service as experiments
 from trainer.wire import CheckpointMeta
 
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 
 
 @router.get("/{experiment_id}/checkpoints", response_model=list[CheckpointPublic])
-def list_checkpoints(experiment_id: int, session: SessionDep) -> list[CheckpointPublic]:
+def list_checkpoints(experiment_id: ExperimentId, session: SessionDep) -> list[CheckpointPublic]:
     experiments.get(session, experiment_id)
     return service.to_public(service.all_checkpoints(session, experiment_id))
 
@@ -46,7 +47,7 @@ def _archive_response(session: Session, root: Path, experiment_id: int, ref: str
 
 @router.get("/{experiment_id}/checkpoints/{ref}/download", response_class=FileResponse)
 def download_checkpoint(
-    experiment_id: int, ref: str, session: SessionDep, settings: SettingsDep
+    experiment_id: ExperimentId, ref: str, session: SessionDep, settings: SettingsDep
 ) -> FileResponse:
     """The .tar.gz exactly as uploaded; `ref` is a checkpoint id, `best` or `latest`."""
     return _archive_response(session, settings.checkpoints_dir, experiment_id, ref)
@@ -54,7 +55,7 @@ def download_checkpoint(
 
 @job_router.get("/{experiment_id}/resume_checkpoint", response_class=FileResponse)
 def job_download_resume_checkpoint(
-    experiment_id: int, token: JobTokenDep, session: SessionDep, settings: SettingsDep
+    experiment_id: ExperimentId, token: JobTokenDep, session: SessionDep, settings: SettingsDep
 ) -> FileResponse:
     """The checkpoint (of another experiment) this experiment resumes from."""
     exp = experiments.authorize_job(session, experiment_id, token)
@@ -99,13 +100,13 @@ def _note_refusal(
 
 @job_router.put("/{experiment_id}/checkpoints", response_model=CheckpointPublic)
 async def upload_checkpoint(
-    experiment_id: int,
+    experiment_id: ExperimentId,
     request: Request,
     token: JobTokenDep,
     sessionmaker: SessionMakerDep,
     settings: SettingsDep,
-    iteration: Annotated[int, Query(ge=0)],
-    env_steps: Annotated[int, Query(ge=0)],
+    iteration: Annotated[int, Query(ge=0, le=MAX_INT32)],
+    env_steps: Annotated[int, Query(ge=0, le=MAX_INT64)],
     episode_return_mean: float | None = None,
 ) -> CheckpointPublic:
     """The body is the .tar.gz, streamed to a temp file (507 when storage is short), renamed

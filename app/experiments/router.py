@@ -7,13 +7,14 @@ import shutil
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Response, status
+from fastapi import APIRouter, Depends, Query, Response, status
 from sqlalchemy.orm import Session
 
 from app.checkpoints.storage import remove_experiment_dir
 from app.core.auth import JobTokenDep, require_api_token
 from app.core.db import SessionMaker, run_in_transaction
 from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
+from app.core.params import ExperimentId
 from app.evaluations.files import remove_experiment_files as remove_evaluation_videos
 from app.experiments import service
 from app.experiments.lifecycle import ExperimentStatus
@@ -37,8 +38,6 @@ router = APIRouter(
     prefix="/experiments", tags=["experiments"], dependencies=[Depends(require_api_token)]
 )
 job_router = APIRouter(prefix="/jobs/experiments", tags=["jobs"])
-
-ExperimentId = Annotated[int, Path(description="Experiment id.")]
 
 
 def get_experiment(experiment_id: ExperimentId, session: SessionDep) -> Experiment:
