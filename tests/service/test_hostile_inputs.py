@@ -142,3 +142,54 @@ def test_checkpoint_upload_numbers_beyond_columns_are_a_422(
         headers={"Authorization": f"Bearer {token}"},
     )
     assert_error(response, 422, param)
+
+
+# --- configs past their resource bounds, non-finite numbers ---------------------------------
+
+
+def post_json(client: TestClient, url: str, text: str) -> Any:
+    """Raw JSON text (NaN / Infinity literals as Python's json module reads them)."""
+    return client.post(url, content=text, headers={"Content-Type": "application/json"})
+
+
+def test_config_beyond_resource_bounds_is_a_422_naming_the_fields(client: TestClient) -> None:
+    body = {
+        "name": "huge",
+        "config": {
+            "train_batch_size_per_learner": 2_000_000_000,
+            "model": {"hidden_sizes": [100_000, 100_000]},
+        },
+    }
+    error = assert_error(client.post("/api/v1/experiments", json=body), 422)
+    fields = {f["field"] for f in error["fields"]}
+    assert {"config.train_batch_size_per_learner", "config.model.hidden_sizes"} <= fields
+    assert client.get("/api/v1/experiments").json()["items"] == []  # nothing stored
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999"])
+@pytest.mark.parametrize(
+    ("template", "field"),
+    [
+        ('{{"name": "n", "config": {{"lr": {v}}}}}', "config.lr"),
+        ('{{"name": "n", "config": {{"stop": {{"episode_return_mean": {v}}}}}}}', None),
+        ('{{"name": "n", "config": {{"env_config": {{"x": {v}}}}}}}', "config.env_config"),
+    ],
+)
+def test_non_finite_numbers_in_a_config_are_a_422(
+    client: TestClient, literal: str, template: str, field: str | None
+) -> None:
+    response = post_json(client, "/api/v1/experiments", template.format(v=literal))
+    assert_error(response, 422, field)
+    resolve = post_json(client, "/api/v1/presets/resolve", template.format(v=literal))
+    assert resolve.status_code == 422, resolve.text
+
+
+@pytest.mark.parametrize("literal", ["NaN", "1e999"])
+def test_non_finite_numbers_in_fork_overrides_are_a_422(
+    client: TestClient, create_experiment: Callable[..., dict[str, Any]], literal: str
+) -> None:
+    exp = create_experiment()
+    url = f"/api/v1/experiments/{exp['id']}/fork"
+    assert_error(post_json(client, url, f'{{"overrides": {{"gamma": {literal}}}}}'), 422)
+    body = f'{{"overrides": {{"env_config": {{"a": [{literal}]}}}}}}'
+    assert_error(post_json(client, url, body), 422)
