@@ -22,6 +22,7 @@ from app.checkpoints.router import job_router as checkpoints_jobs
 from app.checkpoints.router import router as checkpoints
 from app.checkpoints.sweep import sweep_orphans
 from app.core import system
+from app.core.body_limit import BodyLimitMiddleware, LargeBodyRoute
 from app.core.config import Settings
 from app.core.db import PROJECT_ROOT, SessionMaker, make_engine, make_sessionmaker, migrate
 from app.core.errors import NotFound, install_error_handlers
@@ -38,6 +39,11 @@ from app.metrics.service import metrics_message_between
 from app.presets.router import router as presets
 
 API_PREFIX = "/api/v1"
+# The routes whose body is a file streamed to disk: they get settings.max_upload_bytes.
+UPLOAD_ROUTES = (
+    LargeBodyRoute("PUT", rf"{API_PREFIX}/jobs/experiments/[^/]+/checkpoints"),
+    LargeBodyRoute("PUT", rf"{API_PREFIX}/jobs/evaluations/[^/]+/video"),
+)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -88,6 +94,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     install_error_handlers(app)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_body_bytes=settings.max_request_body_bytes,
+        max_upload_bytes=settings.max_upload_bytes,
+        upload_routes=UPLOAD_ROUTES,
+    )
 
     api = APIRouter(prefix=API_PREFIX)
     for router in (

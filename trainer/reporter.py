@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 
 RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 UPLOAD_CHUNK_BYTES = 1024 * 1024
+# One log request stays far below the API's body limit (ROLLOUT_MAX_REQUEST_BODY_BYTES, 8 MiB
+# by default), however long the lines; the API keeps at most 10,000 characters of a line.
+LOG_BATCH_MAX_BYTES = 1024 * 1024
+LOG_LINE_MAX_CHARS = 10_000
 
 
 class PermanentError(RuntimeError):
@@ -124,6 +128,7 @@ class Reporter:
 
     def add_log(self, line: str) -> None:
         """Queue a progress line for the dashboard's log tail (the oldest drop when full)."""
+        line = _storable(line)[:LOG_LINE_MAX_CHARS]
         with self._cond:
             if len(self._logs) == self._logs.maxlen:
                 self.stats.log_lines_dropped += 1
@@ -170,9 +175,9 @@ class Reporter:
         """Post a lifecycle transition, retrying transient failures up to `timeout_s`."""
         report = StatusReport(
             status=status,  # type: ignore[arg-type]
-            reason=reason[:2000],
-            error=error[-20_000:] if error else None,
-            log_tail=log_tail[-200_000:] if log_tail else None,
+            reason=_storable(reason)[:2000],
+            error=_storable(error)[-20_000:] if error else None,
+            log_tail=_storable(log_tail)[-200_000:] if log_tail else None,
         )
         self._call_with_retries(
             "POST", f"{self._base}/status", timeout_s, json=report.model_dump(mode="json")
@@ -247,7 +252,7 @@ class Reporter:
 
     def _send_logs(self) -> None:
         with self._cond:
-            lines = list(self._logs)
+            lines = _first_lines_within(self._logs, LOG_BATCH_MAX_BYTES)
         try:
             body = LogLines(lines=lines).model_dump(mode="json")
             _raise_for_status(self._client.post(f"{self._base}/logs", json=body))
@@ -340,6 +345,23 @@ def _file_chunks(path: Path) -> Iterator[bytes]:
     with path.open("rb") as f:
         while chunk := f.read(UPLOAD_CHUNK_BYTES):
             yield chunk
+
+
+def _storable(text: str) -> str:
+    """The API refuses NUL characters (PostgreSQL cannot store them): make them visible."""
+    return text.replace("\x00", "\ufffd")
+
+
+def _first_lines_within(lines: deque[str], max_bytes: int) -> list[str]:
+    """The oldest lines whose UTF-8 size fits `max_bytes` (at least one)."""
+    batch: list[str] = []
+    size = 0
+    for line in lines:
+        size += len(line.encode()) + 8  # quotes, comma, escapes: a rough JSON overhead
+        if batch and size > max_bytes:
+            break
+        batch.append(line)
+    return batch
 
 
 def _is_finite_number(value: Any) -> bool:

@@ -18,7 +18,7 @@ from app.core.auth import JobTokenDep, require_api_token
 from app.core.db import SessionMaker, read_only, run_in_transaction
 from app.core.deps import SessionDep, SessionMakerDep, SettingsDep
 from app.core.errors import NotFound
-from app.core.params import MAX_INT32, MAX_INT64, ExperimentId
+from app.core.params import ExperimentId
 from app.experiments import service as experiments
 from trainer.wire import CheckpointMeta
 
@@ -105,16 +105,12 @@ async def upload_checkpoint(
     token: JobTokenDep,
     sessionmaker: SessionMakerDep,
     settings: SettingsDep,
-    iteration: Annotated[int, Query(ge=0, le=MAX_INT32)],
-    env_steps: Annotated[int, Query(ge=0, le=MAX_INT64)],
-    episode_return_mean: float | None = None,
+    meta: Annotated[CheckpointMeta, Query()],
 ) -> CheckpointPublic:
     """The body is the .tar.gz, streamed to a temp file (507 when storage is short), renamed
     into place in the transaction that records it; idempotent per iteration; applies retention.
+    Query: `iteration`, `env_steps`, `episode_return_mean` (optional).
     """
-    meta = CheckpointMeta(
-        iteration=iteration, env_steps=env_steps, episode_return_mean=episode_return_mean
-    )
     await asyncio.to_thread(_authorize, sessionmaker, experiment_id, token)
     root = settings.checkpoints_dir
     directory = storage.experiment_dir(root, experiment_id)
@@ -125,7 +121,7 @@ async def upload_checkpoint(
     except storage.InsufficientStorage as exc:
         await asyncio.to_thread(_note_refusal, sessionmaker, experiment_id, meta, exc.message)
         raise
-    final = storage.new_archive_path(root, experiment_id, iteration)
+    final = storage.new_archive_path(root, experiment_id, meta.iteration)
 
     def record(session: Session) -> tuple[CheckpointPublic, list[Path]]:
         exp = experiments.get(session, experiment_id, lock=True)  # gone: NotFound

@@ -73,6 +73,18 @@ class Unavailable(RolloutError):
     code = "unavailable"
 
 
+# Codes of the errors Starlette / FastAPI raise themselves (unknown route, wrong method, ...).
+HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
+
+
 def field_errors(errors: list[Any], prefix: str = "") -> list[dict[str, str]]:
     """pydantic error dicts -> [{"field": "config.lr", "message": ...}]."""
     out = []
@@ -99,7 +111,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_http_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        code = HTTP_CODES.get(exc.status_code, "http_error")
         body = {"error": {"code": code, "message": str(exc.detail)}}
         return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 

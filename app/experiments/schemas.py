@@ -7,6 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from app.core.json_bounds import JsonObject
+from app.core.text import NoNulStr, reject_nul_in_all
 from app.experiments.lifecycle import ExperimentStatus
 
 MAX_TAGS = 32
@@ -19,7 +21,7 @@ def _clean_tags(tags: list[str]) -> list[str]:
     for tag in cleaned:
         if not tag or len(tag) > MAX_TAG_CHARS:
             raise ValueError(f"tags must be 1-{MAX_TAG_CHARS} characters long")
-    return cleaned
+    return reject_nul_in_all(cleaned)
 
 
 # One definition for create and fork: a fork's tags become an ExperimentCreate's, so they
@@ -30,8 +32,8 @@ Tags = Annotated[list[str], Field(max_length=MAX_TAGS), AfterValidator(_clean_ta
 class ExperimentCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=200)
-    config: dict[str, Any] = Field(
+    name: NoNulStr = Field(min_length=1, max_length=200)
+    config: JsonObject = Field(
         default_factory=dict, description="A PPOConfig as JSON; omitted fields take defaults."
     )
     tags: Tags = Field(default_factory=list)
@@ -42,8 +44,8 @@ class ExperimentFork(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str | None = Field(default=None, min_length=1, max_length=200)
-    overrides: dict[str, Any] = Field(
+    name: NoNulStr | None = Field(default=None, min_length=1, max_length=200)
+    overrides: JsonObject = Field(
         default_factory=dict, description="Merged into the source config (nested dicts merge)."
     )
     tags: Tags | None = Field(default=None, description="Replace the source's tags; null: keep.")

@@ -10,6 +10,7 @@ from app.core.auth import JobTokenDep, require_api_token
 from app.core.deps import SessionDep
 from app.core.errors import InvalidInput
 from app.core.params import ExperimentId, StepQuery
+from app.core.text import NoNulStr
 from app.experiments import service as experiments
 from app.metrics import service
 from app.metrics.schemas import IngestResult, MetricNames, SeriesResponse
@@ -25,7 +26,7 @@ job_router = APIRouter(prefix="/jobs/experiments", tags=["jobs"])
 def get_metrics(
     experiment_id: ExperimentId,
     session: SessionDep,
-    names: Annotated[str | None, Query(description="Comma-separated; default: all.")] = None,
+    names: Annotated[NoNulStr | None, Query(description="Comma-separated; default: all.")] = None,
     max_points: Annotated[int | None, Query(ge=2, le=100_000)] = None,
     step_min: StepQuery = None,
     step_max: StepQuery = None,

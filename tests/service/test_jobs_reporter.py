@@ -192,3 +192,44 @@ def test_close_gives_up_after_its_timeout_and_keeps_the_local_copy(
     assert not reporter.close(timeout_s=0.5)
     assert time.monotonic() - t0 < 3
     assert len(reporter.metrics_path.read_text().splitlines()) == 3
+
+
+def test_nul_and_huge_log_lines_reach_the_real_api(
+    port: int, started: list[Server], tmp_path: Path
+) -> None:
+    """The API refuses NUL and bodies over 8 MiB; the reporter sends what it can store."""
+    from app.core.config import Settings
+    from app.core.db import transaction
+    from app.experiments import service as experiments
+    from app.main import create_app
+
+    settings = Settings(
+        data_dir=tmp_path / "data", jobs_enabled=False, frontend_dir=tmp_path / "none", port=port
+    )
+    app = create_app(settings)
+    started.append(Server(app, port).start())
+    with transaction(app.state.sessionmaker) as session:
+        exp = experiments.create(session, experiments.ExperimentCreate(name="logs"))
+        exp_id, token = exp.id, experiments.issue_job_token(session, exp.id)
+    reporter = Reporter(
+        f"http://127.0.0.1:{port}", token, str(exp_id), tmp_path / "job",
+        backoff=Backoff(initial_s=0.02, max_s=0.2), max_log_lines=2000,
+    )  # fmt: skip
+    reporter.add_log("a\x00b")
+    for i in range(1500):  # 1500 x 20k characters: 30 MB, several times the body limit
+        reporter.add_log(f"{i:05d}" + "x" * 20_000)
+    reporter.report_status("failed", reason="r\x00", error="e\x00", log_tail="t\x00")
+    assert reporter.close(timeout_s=120)
+    reporter.shutdown()
+    assert reporter.stats.permanent_errors == []
+    with transaction(app.state.sessionmaker) as session:
+        lines = experiments.tail_logs(session, exp_id, 2000)
+        stored = experiments.get(session, exp_id)
+        assert (stored.status.value, stored.error, stored.log_tail) == (
+            "failed",
+            "e\ufffd",
+            "t\ufffd",
+        )
+    assert lines[0] == "a\ufffdb"
+    assert [line[:5] for line in lines[1:]] == [f"{i:05d}" for i in range(1500)]
+    assert all(len(line) == 10_000 for line in lines[1:])
