@@ -10,17 +10,23 @@
     └── Unavailable                   503  a dependency (e.g. Ray) is not there
 
 Services raise these; routers never build HTTP errors themselves. Every error reaches the client
-as `{"error": {"code", "message", "fields"?}}`, `fields` being `[{"field", "message"}]`.
+as `{"error": {"code", "message", "fields"?}}`, `fields` being `[{"field", "message"}]`: domain
+errors, request validation errors, the framework's own (unknown route, wrong method, 413 from
+app/core/body_limit.py) and, should one happen, an unexpected exception (a 500 whose details go
+to the log only).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, ClassVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger(__name__)
 
 
 class RolloutError(Exception):
@@ -115,6 +121,14 @@ def install_error_handlers(app: FastAPI) -> None:
         body = {"error": {"code": code, "message": str(exc.detail)}}
         return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
+    async def on_unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        body = {"error": {"code": "internal_error", "message": "internal server error"}}
+        return JSONResponse(body, status_code=500)
+
     app.add_exception_handler(RolloutError, on_domain_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
+    # Starlette runs this one outermost (ServerErrorMiddleware) and re-raises afterwards, so
+    # the server still logs the traceback; the client gets the envelope instead of plain text.
+    app.add_exception_handler(Exception, on_unexpected_error)
