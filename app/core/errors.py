@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,13 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_unexpected_error(request: Request, exc: Exception) -> JSONResponse:
         log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        if isinstance(exc, DBAPIError) and (
+            exc.connection_invalidated or isinstance(exc, OperationalError)
+        ):
+            # The database is down, restarting or (SQLite) busy: a 503 tells clients, the job
+            # reporter included, to retry rather than give the request up.
+            body = Unavailable("the database is unavailable; retry later").body()
+            return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
         body = {"error": {"code": "internal_error", "message": "internal server error"}}
         return JSONResponse(body, status_code=500)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy.exc import OperationalError
 
 from app.main import create_app
 
@@ -85,6 +86,20 @@ def test_unexpected_errors_are_a_500_envelope_without_details(
     assert "secret" not in response.text
     assert error["message"] == "internal server error"
     assert "secret internals" in caplog.text
+
+
+def test_an_unavailable_database_is_a_503_to_retry(make_settings: Callable[..., Any]) -> None:
+    app = create_app(make_settings())
+
+    @app.get("/api/v1/db-down")
+    def db_down() -> None:
+        raise OperationalError("SELECT 1", {}, Exception("connection refused"))
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        response = client.get("/api/v1/db-down")
+    envelope(response, 503, "unavailable")
+    assert response.headers["retry-after"] == "1"
+    assert "connection refused" not in response.text
 
 
 def test_the_dashboard_routes_keep_the_envelope_for_api_paths(

@@ -233,3 +233,56 @@ def test_nul_and_huge_log_lines_reach_the_real_api(
     assert lines[0] == "a\ufffdb"
     assert [line[:5] for line in lines[1:]] == [f"{i:05d}" for i in range(1500)]
     assert all(len(line) == 10_000 for line in lines[1:])
+
+
+def test_a_batch_the_api_always_fails_is_given_up_and_the_rest_goes_out(
+    port: int, started: list[Server], tmp_path: Path
+) -> None:
+    """A 500 on one batch is retried a few times, then skipped (kept in the JSONL copy): the
+    rows after it, the final checkpoint and the status still reach the API."""
+    api = FlakyApi()
+    app = api.app()
+    poisoned_calls = Counter[str]()
+
+    @app.middleware("http")
+    async def poison(request: Request, call_next):  # type: ignore[no-untyped-def]
+        if request.url.path.endswith("/metrics"):
+            body = await request.body()
+            if any(row["step"] == 300 for row in json.loads(body)["rows"]):
+                poisoned_calls["metrics"] += 1
+                return Response(status_code=500, content=b'{"error": {}}')
+        return await call_next(request)
+
+    started.append(Server(app, port).start())
+    reporter = make_reporter(port, tmp_path / "job", batch_rows=1, max_server_error_attempts=4)
+    add_rows(reporter, 5)  # steps 100..500
+    archive = tmp_path / "final.tar.gz"
+    archive.write_bytes(b"final checkpoint")
+    reporter.add_checkpoint(archive, CheckpointMeta(iteration=5, env_steps=500))
+    t0 = time.monotonic()
+    assert not reporter.close(timeout_s=30)  # not everything was delivered...
+    assert time.monotonic() - t0 < 10  # ...but close did not wait for its timeout
+    reporter.report_status("succeeded", reason="done", timeout_s=10)
+    reporter.shutdown()
+    assert poisoned_calls["metrics"] == 4
+    assert {step for step, _ in api.points} == {100, 200, 400, 500}
+    assert api.checkpoints == {5: b"final checkpoint"}
+    assert [s["status"] for s in api.statuses] == ["succeeded"]
+    assert (
+        reporter.stats.given_up == 1 and "gave up on metrics" in reporter.stats.permanent_errors[0]
+    )
+    kept = [json.loads(line)["step"] for line in reporter.metrics_path.read_text().splitlines()]
+    assert kept == [100, 200, 300, 400, 500]  # the local copy keeps the skipped row
+
+
+def test_503s_are_retried_for_as_long_as_they_last(
+    port: int, started: list[Server], tmp_path: Path
+) -> None:
+    """Unavailable (the database is down) is not given up, unlike a 500."""
+    api = FlakyApi(fail_first=12)
+    started.append(Server(api.app(), port).start())
+    reporter = make_reporter(port, tmp_path, max_server_error_attempts=2)
+    add_rows(reporter, 3)
+    assert reporter.close(timeout_s=30)
+    assert reporter.stats.given_up == 0 and reporter.stats.failures >= 12
+    assert set(api.points) == {(s, n) for s in (100, 200, 300) for n in ("a", "b")}
