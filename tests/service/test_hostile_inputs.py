@@ -10,11 +10,13 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import update
 from starlette.websockets import WebSocketDisconnect
 
 from app.core.body_limit import BodyLimitMiddleware
 from app.core.db import transaction
 from app.experiments import service as experiments
+from app.experiments.models import Experiment
 from app.main import create_app
 
 HUGE = 99999999999999999999  # beyond int64
@@ -482,3 +484,14 @@ def test_websocket_ids_and_steps_beyond_int64_are_refused(
         assert info.value.code == 1008, url
     with client.websocket_connect(f"/api/v1/experiments/{exp['id']}/stream") as ws:
         assert ws.receive_json()["type"] == "status"
+
+
+def test_a_stored_config_that_no_longer_validates_is_still_listed(
+    app: Any, client: TestClient, create_experiment: Callable[..., dict[str, Any]]
+) -> None:
+    exp = create_experiment()
+    odd = {"env_id": 5, "stop": "soon", "train_batch_size_per_learner": 2_000_000_000}
+    with transaction(app.state.sessionmaker) as session:
+        session.execute(update(Experiment).where(Experiment.id == exp["id"]).values(config=odd))
+    assert client.get(f"/api/v1/experiments/{exp['id']}").json()["config"] == odd
+    assert [e["id"] for e in client.get("/api/v1/experiments").json()["items"]] == [exp["id"]]
