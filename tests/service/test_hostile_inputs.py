@@ -481,7 +481,7 @@ def test_websocket_ids_and_steps_beyond_int64_are_refused(
     ):
         with pytest.raises(WebSocketDisconnect) as info, client.websocket_connect(url) as ws:
             ws.receive_json()
-        assert info.value.code == 1008, url
+        assert info.value.code == 1008, url  # closed before accept: a real client sees 403
     with client.websocket_connect(f"/api/v1/experiments/{exp['id']}/stream") as ws:
         assert ws.receive_json()["type"] == "status"
 
