@@ -5,18 +5,24 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
+import uvicorn
 from fastapi.testclient import TestClient
 from sqlalchemy import update
 from starlette.websockets import WebSocketDisconnect
 
 from app.core.body_limit import BodyLimitMiddleware
+from app.core.config import Settings
 from app.core.db import transaction
 from app.experiments import service as experiments
 from app.experiments.models import Experiment
+from app.jobs.ray_head import free_ports
 from app.main import create_app
 
 HUGE = 99999999999999999999  # beyond int64
@@ -495,3 +501,36 @@ def test_a_stored_config_that_no_longer_validates_is_still_listed(
         session.execute(update(Experiment).where(Experiment.id == exp["id"]).values(config=odd))
     assert client.get(f"/api/v1/experiments/{exp['id']}").json()["config"] == odd
     assert [e["id"] for e in client.get("/api/v1/experiments").json()["items"]] == [exp["id"]]
+
+
+def test_a_real_server_answers_413_to_a_client_still_sending(tmp_path: Any) -> None:
+    """Through uvicorn and a socket: the client reads the 413 (not a reset connection), and
+    the server goes on serving."""
+    port = free_ports(1)[0]
+    settings = Settings(
+        data_dir=tmp_path / "data", jobs_enabled=False, frontend_dir=tmp_path / "x", port=port
+    )
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "server did not start"
+        time.sleep(0.05)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            headers = {"Content-Type": "application/json"}
+            declared = client.post(
+                "/api/v1/experiments", content=b" " * 64 * 1024**2, headers=headers
+            )
+            assert assert_error(declared, 413)["code"] == "payload_too_large"
+            streamed = client.post(
+                "/api/v1/experiments", content=chunks(16 * 1024**2, 1024**2), headers=headers
+            )
+            assert assert_error(streamed, 413)["code"] == "payload_too_large"
+            assert client.get("/api/v1/experiments").json()["items"] == []
+    finally:
+        server.should_exit = True
+        thread.join(10)
