@@ -29,10 +29,10 @@ from schemathesis.specs.openapi.checks import (
     negative_data_rejection,
     response_schema_conformance,
 )
-from sqlalchemy import select
 
 from app.core.db import transaction
 from app.evaluations import service as evaluations
+from app.evaluations.models import Evaluation
 from app.experiments import service as experiments
 from app.experiments.models import Experiment
 
@@ -75,7 +75,7 @@ def seed(app: FastAPI, client: TestClient) -> Seed:
 
 
 class Fuzzer:
-    """Keeps a seeded experiment alive (fuzzed stop / delete calls may remove it)."""
+    """Keeps a live seed (fuzzed stop / delete / status calls may end or remove it)."""
 
     def __init__(self, app: FastAPI, client: TestClient) -> None:
         self.app = app
@@ -84,21 +84,25 @@ class Fuzzer:
 
     def current(self) -> Seed:
         with transaction(self.app.state.sessionmaker) as session:
-            alive = session.scalar(
-                select(Experiment.id).where(Experiment.id == self.seed.experiment_id)
-            )
-        if alive is None:
+            experiment = session.get(Experiment, self.seed.experiment_id)
+            evaluation = session.get(Evaluation, self.seed.evaluation_id)
+            alive = experiment is not None and not experiment.status.is_finished
+            alive = alive and evaluation is not None and not evaluation.status.is_finished
+        if not alive:
             self.seed = seed(self.app, self.client)
         return self.seed
 
     def prepare(self, case: Any) -> dict[str, str]:
-        """Point in-range ids at the seed; the job token the route needs."""
+        """Point in-range ids (and half the refs) at the seed; the job token the route needs."""
         current = self.current()
         ids = {"experiment_id": current.experiment_id, "evaluation_id": current.evaluation_id}
         for name, value in ids.items():
             generated = (case.path_parameters or {}).get(name)
             if isinstance(generated, int) and 1 <= generated < 2**31:
                 case.path_parameters[name] = value
+        ref = (case.path_parameters or {}).get("ref")
+        if isinstance(ref, str) and len(ref) % 2 == 0:  # half the refs name a real checkpoint
+            case.path_parameters["ref"] = "latest"
         if case.path.startswith("/api/v1/jobs/evaluations"):
             return {"Authorization": f"Bearer {current.evaluation_token}"}
         if case.path.startswith("/api/v1/jobs/"):
