@@ -128,7 +128,8 @@ class VideoMeta(_Wire):
     codec: Text = Field(max_length=32)
     media_type: Literal["video/webm", "video/mp4"]
     frames: int = Field(ge=1, le=MAX_INT32)
-    fps: float = Field(gt=0, le=1000, allow_inf_nan=False)
+    # At least 1/1000: frames / fps (the duration) must stay a finite number.
+    fps: float = Field(ge=1e-3, le=1000, allow_inf_nan=False)
     width: int = Field(ge=2, le=65_536)
     height: int = Field(ge=2, le=65_536)
     source_frames: int = Field(ge=1, le=MAX_INT32, description="Frames the episode rendered.")

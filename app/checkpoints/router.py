@@ -18,7 +18,7 @@ from app.core.auth import JobTokenDep, require_api_token
 from app.core.db import SessionMaker, read_only, run_in_transaction
 from app.core.deps import SessionDep, SessionMakerDep, SettingsDep
 from app.core.errors import NotFound
-from app.core.params import ExperimentId
+from app.core.params import ExperimentId, streamed_body
 from app.experiments import service as experiments
 from trainer.wire import CheckpointMeta
 
@@ -98,7 +98,11 @@ def _note_refusal(
         log.exception("could not log the refused checkpoint of experiment %s", experiment_id)
 
 
-@job_router.put("/{experiment_id}/checkpoints", response_model=CheckpointPublic)
+@job_router.put(
+    "/{experiment_id}/checkpoints",
+    response_model=CheckpointPublic,
+    openapi_extra=streamed_body("The checkpoint archive (.tar.gz).", "application/gzip"),
+)
 async def upload_checkpoint(
     experiment_id: ExperimentId,
     request: Request,

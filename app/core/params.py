@@ -8,7 +8,7 @@ input into a 422 naming it, and puts the bound in the OpenAPI schema.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Path, Query
 
@@ -23,3 +23,10 @@ EvaluationId = Annotated[int, Path(ge=1, le=MAX_ID, description="Evaluation id."
 StepQuery = Annotated[
     int | None, Query(ge=MIN_INT64, le=MAX_INT64, description="Env steps (inclusive).")
 ]
+
+
+def streamed_body(description: str, *media_types: str) -> dict[str, Any]:
+    """OpenAPI for a route that reads its raw body as a stream (FastAPI cannot infer it)."""
+    schema = {"type": "string", "format": "binary"}
+    content = {media_type: {"schema": schema} for media_type in media_types}
+    return {"requestBody": {"required": True, "description": description, "content": content}}

@@ -15,7 +15,7 @@ from app.core.auth import JobTokenDep, require_api_token
 from app.core.db import SessionMaker, run_in_transaction
 from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
 from app.core.errors import NotFound
-from app.core.params import EvaluationId, ExperimentId
+from app.core.params import EvaluationId, ExperimentId, streamed_body
 from app.evaluations import files, service
 from app.evaluations.scheduling import scheduler_of
 from app.evaluations.schemas import (
@@ -189,7 +189,11 @@ def _authorize(sessionmaker: SessionMaker, evaluation_id: int, token: str) -> in
         return service.authorize_job(session, evaluation_id, token).experiment_id
 
 
-@job_router.put("/{evaluation_id}/video", response_model=VideoPublic)
+@job_router.put(
+    "/{evaluation_id}/video",
+    response_model=VideoPublic,
+    openapi_extra=streamed_body("The video file.", "video/webm", "video/mp4"),
+)
 async def job_upload_video(
     evaluation_id: EvaluationId,
     request: Request,

@@ -40,6 +40,12 @@ EXAMPLES_PER_MODE = 10  # valid and invalid data each, per operation
 ARCHIVE = b"\x1f\x8b fuzzed checkpoint archive"
 
 
+@schemathesis.serializer("application/gzip", "video/webm", "video/mp4")
+def _binary(ctx: Any, value: Any) -> dict[str, Any]:
+    """The upload routes stream raw bytes (archives, videos): send what was generated as is."""
+    return {"data": value if isinstance(value, bytes) else str(value).encode()}
+
+
 @dataclass
 class Seed:
     """An experiment with a checkpoint and an evaluation, and their job tokens."""

@@ -20,6 +20,7 @@ from starlette.websockets import WebSocketDisconnect
 from app.core.body_limit import BodyLimitMiddleware
 from app.core.config import Settings
 from app.core.db import transaction
+from app.evaluations import service as evaluations
 from app.experiments import service as experiments
 from app.experiments.models import Experiment
 from app.jobs.ray_head import free_ports
@@ -534,3 +535,26 @@ def test_a_real_server_answers_413_to_a_client_still_sending(tmp_path: Any) -> N
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def test_a_video_with_a_vanishing_frame_rate_is_a_422(
+    app: Any, client: TestClient, with_checkpoint: dict[str, Any]
+) -> None:
+    """Found by the fuzzer: fps 5e-324 made the video's duration infinite (null in JSON)."""
+    exp_id = with_checkpoint["experiment"]["id"]
+    created = client.post(f"/api/v1/experiments/{exp_id}/evaluations", json={})
+    eval_id = created.json()["id"]
+    with transaction(app.state.sessionmaker) as session:
+        token = evaluations.issue_job_token(session, eval_id)
+    meta = {
+        "codec": "vp9", "media_type": "video/webm", "frames": 10, "width": 4, "height": 4,
+        "source_frames": 10, "frame_step": 1, "cut": False,
+    }  # fmt: skip
+    url = f"/api/v1/jobs/evaluations/{eval_id}/video"
+    headers = {"Authorization": f"Bearer {token}"}
+    for fps in (5e-324, 0, "inf", "nan"):
+        response = client.put(url, params={**meta, "fps": fps}, content=b"v", headers=headers)
+        assert_error(response, 422, "fps")
+    ok = client.put(url, params={**meta, "fps": 0.5}, content=b"v", headers=headers)
+    assert ok.status_code == 200, ok.text
+    assert ok.json()["duration_s"] == 20.0
