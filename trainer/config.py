@@ -4,18 +4,50 @@ database and the trainer.
 Pure pydantic on purpose: the API imports this module and must never pull in torch, gymnasium
 or Ray. Unknown keys are rejected (RLlib's silent `update_from_dict` is the cautionary tale).
 Derived values are properties, never fields filled in later.
+
+Resource bounds. The API cannot see the env's observation size (it never imports gymnasium), so
+every size field has its own upper bound, chosen well above every preset and benchmark but below
+what one machine can hold: a config past them is a clear 422 naming the field instead of a job
+that dies allocating tens of GB after it was accepted. Floats must be finite (no NaN/Infinity:
+they would poison every update, and are not valid JSON for the database or the browser).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+# --- resource bounds (see the module docstring) ----------------------------------------------
+# 2^18 env steps per Learner and iteration: 4x the largest preset batch (MuJoCo, 32 envs x 2048
+# steps) and 32x the Atari benchmark's 64 envs x 128 steps. Its observations alone are ~7 GB for
+# Atari frames (84x84x4 uint8), ~400 MB for MuJoCo Humanoid (376 floats).
+MAX_TRAIN_BATCH = 2**18
+# One hidden layer at most 8192 wide, and at most 2^25 (33.5M) weights between hidden layers
+# (e.g. 4096 x 4096 x 2): with a separate value encoder, gradients and Adam's two moments that is
+# ~1 GB of fp32 per Learner. The input layer is not counted (its width is the env's).
+MAX_HIDDEN_WIDTH = 8192
+MAX_HIDDEN_WEIGHTS = 2**25
+MAX_CNN_CHANNELS = 1024
+# Stop after at most 2^53 env steps: the largest integer a double (progress, the browser's JSON
+# numbers) holds exactly; no run comes near it.
+MAX_ENV_STEPS = 2**53
+MAX_WALL_SECONDS = 10 * 365 * 24 * 3600.0  # ten years
+MAX_SEED = 2**31 - 1  # torch, numpy and gymnasium all take it; the evaluation seed's range
+MAX_CPUS_PER_ACTOR = 1024.0  # more than any one machine has
+MAX_GPUS_PER_LEARNER = 16.0  # more than any one node has (8 is usual)
+# env_config is free-form JSON handed to gymnasium.make: bounded in depth so that nothing
+# recursive (the database's JSON, pydantic, the trainer) ever meets a pathological value.
+MAX_ENV_CONFIG_DEPTH = 16
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+    # allow_inf_nan=False: NaN / Infinity in any float field is a 422 naming it.
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", validate_default=True, allow_inf_nan=False
+    )
 
 
 class ModelConfig(_Frozen):
@@ -25,7 +57,10 @@ class ModelConfig(_Frozen):
         default=(64, 64),
         min_length=1,
         max_length=8,
-        description="Widths of the MLP hidden layers of the encoder.",
+        description=(
+            f"Widths of the MLP hidden layers of the encoder (each 1-{MAX_HIDDEN_WIDTH}, at most "
+            f"{MAX_HIDDEN_WEIGHTS} weights between hidden layers)."
+        ),
     )
     activation: Literal["tanh", "relu"] = Field(
         default="tanh",
@@ -39,16 +74,31 @@ class ModelConfig(_Frozen):
         default=(32, 64, 64),
         min_length=1,
         max_length=6,
-        description="Conv channels of the encoder used for image observations (Nature CNN).",
+        description=(
+            "Conv channels of the encoder used for image observations (Nature CNN; each "
+            f"1-{MAX_CNN_CHANNELS})."
+        ),
     )
 
-    @model_validator(mode="after")
-    def _positive(self) -> ModelConfig:
-        if any(h <= 0 for h in self.hidden_sizes):
-            raise ValueError("hidden_sizes must all be positive")
-        if any(c <= 0 for c in self.cnn_channels):
-            raise ValueError("cnn_channels must all be positive")
-        return self
+    @field_validator("hidden_sizes")
+    @classmethod
+    def _hidden_bounded(cls, sizes: tuple[int, ...]) -> tuple[int, ...]:
+        if any(not 1 <= h <= MAX_HIDDEN_WIDTH for h in sizes):
+            raise ValueError(f"hidden_sizes must all be between 1 and {MAX_HIDDEN_WIDTH}")
+        weights = sum(a * b for a, b in itertools.pairwise(sizes))
+        if weights > MAX_HIDDEN_WEIGHTS:
+            raise ValueError(
+                f"hidden_sizes make {weights:,} weights between hidden layers; at most "
+                f"{MAX_HIDDEN_WEIGHTS:,} (~1 GB per Learner with Adam)"
+            )
+        return sizes
+
+    @field_validator("cnn_channels")
+    @classmethod
+    def _channels_bounded(cls, channels: tuple[int, ...]) -> tuple[int, ...]:
+        if any(not 1 <= c <= MAX_CNN_CHANNELS for c in channels):
+            raise ValueError(f"cnn_channels must all be between 1 and {MAX_CNN_CHANNELS}")
+        return channels
 
 
 class StopConfig(_Frozen):
@@ -59,10 +109,16 @@ class StopConfig(_Frozen):
         description="Stop once the mean return of the last 100 finished episodes reaches this.",
     )
     env_steps: int | None = Field(
-        default=1_000_000, gt=0, description="Stop after this many environment steps in total."
+        default=1_000_000,
+        gt=0,
+        le=MAX_ENV_STEPS,
+        description="Stop after this many environment steps in total.",
     )
     wall_seconds: float | None = Field(
-        default=None, gt=0, description="Stop after this many seconds of training."
+        default=None,
+        gt=0,
+        le=MAX_WALL_SECONDS,
+        description="Stop after this many seconds of training.",
     )
 
     @model_validator(mode="after")
@@ -96,6 +152,7 @@ class PPOConfig(_Frozen):
     env_id: str = Field(
         default="CartPole-v1",
         min_length=1,
+        max_length=200,
         description=(
             "gymnasium environment id: 'ALE/<Game>-v5' for Atari (ale-py), 'module:EnvId' to "
             "import a module that registers the env first."
@@ -112,7 +169,9 @@ class PPOConfig(_Frozen):
             "the stored config names the preset that was applied."
         ),
     )
-    seed: int = Field(default=0, ge=0, description="Seed for envs, torch and sampling.")
+    seed: int = Field(
+        default=0, ge=0, le=MAX_SEED, description="Seed for envs, torch and sampling."
+    )
 
     # --- resources ---------------------------------------------------------------------------
     num_env_runners: int = Field(
@@ -134,13 +193,22 @@ class PPOConfig(_Frozen):
         description="Learner Ray actors (torch DDP). 0 learns in the trainer's own process.",
     )
     num_cpus_per_env_runner: float = Field(
-        default=1.0, gt=0, description="CPUs Ray reserves for each EnvRunner actor."
+        default=1.0,
+        gt=0,
+        le=MAX_CPUS_PER_ACTOR,
+        description="CPUs Ray reserves for each EnvRunner actor.",
     )
     num_cpus_per_learner: float = Field(
-        default=1.0, gt=0, description="CPUs Ray reserves for each Learner actor."
+        default=1.0,
+        gt=0,
+        le=MAX_CPUS_PER_ACTOR,
+        description="CPUs Ray reserves for each Learner actor.",
     )
     num_gpus_per_learner: float = Field(
-        default=0.0, ge=0, description="GPUs for each Learner (nccl DDP when > 0)."
+        default=0.0,
+        ge=0,
+        le=MAX_GPUS_PER_LEARNER,
+        description="GPUs for each Learner (nccl DDP when > 0).",
     )
     overlap_sampling: bool = Field(
         default=False,
@@ -163,9 +231,14 @@ class PPOConfig(_Frozen):
     # 16 envs x 32 steps per iteration, one 512-row minibatch per epoch (large minibatches are
     # ~3x cheaper per sample than 64-256 on CPU), 8 epochs.
     train_batch_size_per_learner: int = Field(
-        default=512, ge=1, description="Env steps each Learner trains on per iteration."
+        default=512,
+        ge=1,
+        le=MAX_TRAIN_BATCH,
+        description="Env steps each Learner trains on per iteration.",
     )
-    minibatch_size: int = Field(default=512, ge=1, description="SGD minibatch size (per Learner).")
+    minibatch_size: int = Field(
+        default=512, ge=1, le=MAX_TRAIN_BATCH, description="SGD minibatch size (per Learner)."
+    )
     num_epochs: int = Field(default=8, ge=1, le=1000, description="SGD passes over each batch.")
 
     # --- PPO hyperparameters -------------------------------------------------------------------
@@ -247,11 +320,21 @@ class PPOConfig(_Frozen):
     checkpoint_every: int = Field(
         default=10,
         ge=0,
+        le=1_000_000,
         description="Save a checkpoint every N iterations (0: only at the end of the run).",
     )
     keep_checkpoints: int = Field(
-        default=5, ge=1, description="Most recent checkpoints kept (the best is always kept)."
+        default=5,
+        ge=1,
+        le=1000,
+        description="Most recent checkpoints kept (the best is always kept).",
     )
+
+    @field_validator("env_config")
+    @classmethod
+    def _plain_json(cls, value: dict[str, Any]) -> dict[str, Any]:
+        _check_json(value, "env_config", 0)
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> PPOConfig:
@@ -286,3 +369,20 @@ class PPOConfig(_Frozen):
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+
+def _check_json(value: Any, where: str, depth: int) -> None:
+    """Finite numbers, no NUL characters, at most MAX_ENV_CONFIG_DEPTH levels deep."""
+    if depth > MAX_ENV_CONFIG_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_ENV_CONFIG_DEPTH} levels")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where}: numbers must be finite (no NaN / Infinity)")
+    if isinstance(value, str) and "\x00" in value:
+        raise ValueError(f"{where}: text must not contain NUL characters")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_json(key, where, depth + 1)
+            _check_json(item, f"{where}.{key}", depth + 1)
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _check_json(item, f"{where}.{i}", depth + 1)

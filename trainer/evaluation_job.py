@@ -225,11 +225,11 @@ def run(env: EvaluationJobEnv, api: JobApi) -> int:
         log.error("evaluation failed:\n%s", "\n".join(tail))
         error = f"{type(exc).__name__}: {exc}"
         try:
-            report = EvaluationStatusReport(
+            report = EvaluationStatusReport(  # the API refuses NUL (PostgreSQL cannot store it)
                 status="failed",
                 reason="job raised",
-                error=error[-20_000:],
-                log_tail="\n".join(tail)[-200_000:],
+                error=error.replace("\x00", "\ufffd")[-20_000:],
+                log_tail="\n".join(tail).replace("\x00", "\ufffd")[-200_000:],
             )
             api.report(report)
         except Exception:

@@ -5,9 +5,14 @@ write-ahead log, so nothing is lost even when the API is down for a long time); 
 thread sends them from that file in batches and advances its offset only on success, which keeps
 memory bounded by one batch. Every call is idempotent on the API side (points keyed by step and
 name, checkpoints by iteration), so a batch whose reply was lost is simply sent again.
-Transient failures (connection errors, timeouts, 5xx, 429) are retried with exponential backoff;
-other 4xx replies are permanent and logged. Only `close()` (end of the run) blocks the trainer,
-and only up to a timeout.
+Transient failures (connection errors, timeouts, 502/503/504, 429) are retried with exponential
+backoff for as long as they last: the API (or its database) is away and nothing is lost by
+waiting. A 500 is the API failing on this very request: it is retried `max_server_error_attempts`
+times, then that unit (a metrics batch, a log batch, a checkpoint) is given up, so one batch the
+API can never take does not hold back everything queued behind it (the final checkpoint
+included); its rows stay in the local JSONL copy, its archive in the job dir. Other 4xx replies
+are permanent and logged. Only `close()` (end of the run) blocks the trainer, and only up to a
+timeout.
 """
 
 from __future__ import annotations
@@ -29,8 +34,15 @@ from trainer.wire import API_PREFIX, CheckpointMeta, LogLines, MetricsRow, Statu
 
 log = logging.getLogger(__name__)
 
-RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
+# Retried without limit: the API, a proxy or the database is away or busy for a while.
+RETRYABLE_STATUS = frozenset({408, 425, 429, 502, 503, 504})
+# Retried a few times, then the unit is given up: the API fails on this request.
+SERVER_ERROR_STATUS = frozenset({500})
 UPLOAD_CHUNK_BYTES = 1024 * 1024
+# One log request stays far below the API's body limit (ROLLOUT_MAX_REQUEST_BODY_BYTES, 8 MiB
+# by default), however long the lines; the API keeps at most 10,000 characters of a line.
+LOG_BATCH_MAX_BYTES = 1024 * 1024
+LOG_LINE_MAX_CHARS = 10_000
 
 
 class PermanentError(RuntimeError):
@@ -61,6 +73,7 @@ class ReporterStats:
     log_lines_dropped: int = 0
     checkpoints_sent: int = 0
     failures: int = 0
+    given_up: int = 0  # units skipped after max_server_error_attempts 500s
     permanent_errors: list[str] = field(default_factory=list)
 
 
@@ -83,6 +96,7 @@ class Reporter:
         timeout_s: float = 10.0,
         backoff: Backoff | None = None,
         transport: httpx.BaseTransport | None = None,
+        max_server_error_attempts: int = 5,
     ) -> None:
         self.experiment_id = experiment_id
         self._base = f"{API_PREFIX}/jobs/experiments/{experiment_id}"
@@ -106,6 +120,9 @@ class Reporter:
         self._closing = False
         self._abandoned = False
         self._failures = 0
+        self._max_server_error_attempts = max_server_error_attempts
+        self._failing_unit: tuple[str, object] | None = None
+        self._unit_failures = 0
         self.stats = ReporterStats()
         self._thread = threading.Thread(target=self._run, name="rollout-reporter", daemon=True)
         self._thread.start()
@@ -124,6 +141,7 @@ class Reporter:
 
     def add_log(self, line: str) -> None:
         """Queue a progress line for the dashboard's log tail (the oldest drop when full)."""
+        line = _storable(line)[:LOG_LINE_MAX_CHARS]
         with self._cond:
             if len(self._logs) == self._logs.maxlen:
                 self.stats.log_lines_dropped += 1
@@ -170,22 +188,24 @@ class Reporter:
         """Post a lifecycle transition, retrying transient failures up to `timeout_s`."""
         report = StatusReport(
             status=status,  # type: ignore[arg-type]
-            reason=reason[:2000],
-            error=error[-20_000:] if error else None,
-            log_tail=log_tail[-200_000:] if log_tail else None,
+            reason=_storable(reason)[:2000],
+            error=_storable(error)[-20_000:] if error else None,
+            log_tail=_storable(log_tail)[-200_000:] if log_tail else None,
         )
         self._call_with_retries(
             "POST", f"{self._base}/status", timeout_s, json=report.model_dump(mode="json")
         )
 
     def close(self, timeout_s: float = 60.0) -> bool:
-        """Flush every queued row, log line and checkpoint; True if all were delivered."""
+        """Flush every queued row, log line and checkpoint; True if all were delivered (False
+        also when a unit was given up after repeated 500s: it is still in the job dir)."""
         with self._cond:
             self._closing = True
             self._cond.notify()
         self._thread.join(timeout_s)
         with self._cond:
             delivered = not self._thread.is_alive() and not self._has_work()
+            delivered = delivered and self.stats.given_up == 0
             self._abandoned = True
         if not delivered:
             log.warning("reporter: API unreachable, undelivered data kept in %s", self.metrics_path)
@@ -206,9 +226,13 @@ class Reporter:
                     self._cond.wait()
                 if not self._has_work() or self._abandoned:
                     return  # closing and nothing left, or close() gave up waiting
+            unit = self._current_unit()
             try:
                 self._send_once()
                 self._failures = 0
+                self._failing_unit, self._unit_failures = None, 0
+            except _ServerError as exc:
+                self._on_server_error(unit, exc)
             except (httpx.TransportError, _RetryableError) as exc:
                 self._failures += 1
                 self.stats.failures += 1
@@ -223,6 +247,46 @@ class Reporter:
                     return  # close() gave up on this thread
                 log.exception("reporter: unexpected error; retrying")
                 time.sleep(self._backoff.max_s)
+
+    def _current_unit(self) -> tuple[str, object]:
+        """What `_send_once` sends next: identifies a unit across its retries."""
+        if self._sent_bytes < self._written_bytes:
+            return ("metrics", self._sent_bytes)
+        with self._cond:
+            if self._logs:
+                return ("logs", id(self._logs[0]))
+            if self._checkpoints:
+                return ("checkpoint", id(self._checkpoints[0]))
+        return ("nothing", None)
+
+    def _on_server_error(self, unit: tuple[str, object], exc: _ServerError) -> None:
+        """Back off and retry; after max_server_error_attempts on one unit, give it up."""
+        self.stats.failures += 1
+        if unit != self._failing_unit:
+            self._failing_unit, self._unit_failures = unit, 0
+        self._unit_failures += 1
+        if self._unit_failures < self._max_server_error_attempts:
+            delay = self._backoff.delay(self._unit_failures)
+            log.info("reporter: API error (%s); retrying in %.1fs", exc, delay)
+            time.sleep(delay)
+            return
+        message = f"gave up on {unit[0]} after {self._unit_failures} attempts: {exc}"
+        log.error("reporter: %s; it stays in %s", message, self.metrics_path.parent)
+        self.stats.given_up += 1
+        self.stats.permanent_errors.append(message)
+        self._failing_unit, self._unit_failures = None, 0
+        self._skip(unit[0])
+
+    def _skip(self, kind: str) -> None:
+        """Drop the head unit of `kind` from the queue (its data stays on disk)."""
+        if kind == "metrics":
+            _, self._sent_bytes = _read_rows(self.metrics_path, self._sent_bytes, self._batch_rows)
+        elif kind == "logs":
+            with self._cond:
+                count = len(_first_lines_within(self._logs, LOG_BATCH_MAX_BYTES))
+            self._drop_logs(count)
+        elif kind == "checkpoint":
+            self._pop_checkpoint()
 
     def _send_once(self) -> None:
         """Send one unit of work in order: metrics first, then logs, then checkpoints."""
@@ -247,7 +311,7 @@ class Reporter:
 
     def _send_logs(self) -> None:
         with self._cond:
-            lines = list(self._logs)
+            lines = _first_lines_within(self._logs, LOG_BATCH_MAX_BYTES)
         try:
             body = LogLines(lines=lines).model_dump(mode="json")
             _raise_for_status(self._client.post(f"{self._base}/logs", json=body))
@@ -309,6 +373,10 @@ class _RetryableError(RuntimeError):
     pass
 
 
+class _ServerError(_RetryableError):
+    """A 500: retried a few times per unit (see the module docstring)."""
+
+
 def _raise_for_status(response: httpx.Response) -> None:
     if response.status_code < 400:
         return
@@ -318,6 +386,8 @@ def _raise_for_status(response: httpx.Response) -> None:
     detail = response.text[:500]
     if response.status_code in RETRYABLE_STATUS:
         raise _RetryableError(f"{message}: {detail}")
+    if response.status_code in SERVER_ERROR_STATUS:
+        raise _ServerError(f"{message}: {detail}")
     raise PermanentError(f"{message}: {detail}")
 
 
@@ -340,6 +410,23 @@ def _file_chunks(path: Path) -> Iterator[bytes]:
     with path.open("rb") as f:
         while chunk := f.read(UPLOAD_CHUNK_BYTES):
             yield chunk
+
+
+def _storable(text: str) -> str:
+    """The API refuses NUL characters (PostgreSQL cannot store them): make them visible."""
+    return text.replace("\x00", "\ufffd")
+
+
+def _first_lines_within(lines: deque[str], max_bytes: int) -> list[str]:
+    """The oldest lines whose UTF-8 size fits `max_bytes` (at least one)."""
+    batch: list[str] = []
+    size = 0
+    for line in lines:
+        size += len(line.encode()) + 8  # quotes, comma, escapes: a rough JSON overhead
+        if batch and size > max_bytes:
+            break
+        batch.append(line)
+    return batch
 
 
 def _is_finite_number(value: Any) -> bool:

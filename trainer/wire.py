@@ -8,9 +8,9 @@ target status, checkpoints by iteration.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AllowInfNan, BaseModel, ConfigDict, Field
 
 API_PREFIX = "/api/v1"
 
@@ -24,8 +24,24 @@ ENV_EXPERIMENT_ID = "ROLLOUT_EXPERIMENT_ID"
 ENV_JOB_DIR = "ROLLOUT_JOB_DIR"
 
 
+# Numbers are bounded by the SQL columns that keep them (INTEGER is 32-bit on PostgreSQL,
+# BIGINT 64-bit): a bigger value is a 422 here instead of a driver error in the service.
+MAX_INT32 = 2**31 - 1
+MAX_INT64 = 2**63 - 1
+
+
+def _no_nul(value: str) -> str:
+    """PostgreSQL text cannot hold U+0000; the reporter replaces it before sending."""
+    if "\x00" in value:
+        raise ValueError("must not contain NUL (\\u0000) characters")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_no_nul)]
+
+
 class _Wire(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class JobTokenGrant(_Wire):
@@ -37,9 +53,14 @@ class JobTokenGrant(_Wire):
 class MetricsRow(_Wire):
     """All metrics of one training iteration, keyed by lifetime env steps."""
 
-    step: int = Field(ge=0, description="Lifetime env steps at the end of the iteration.")
+    step: int = Field(
+        ge=0, le=MAX_INT64, description="Lifetime env steps at the end of the iteration."
+    )
     time_s: float = Field(ge=0, description="Seconds since the run started.")
-    values: dict[str, float] = Field(description="Metric name -> value (finite floats only).")
+    # allow_inf_nan here: the service names every non-finite value in its 422.
+    values: dict[Text, Annotated[float, AllowInfNan(True)]] = Field(
+        description="Metric name -> value (finite floats only)."
+    )
 
 
 class MetricsIngest(_Wire):
@@ -50,22 +71,22 @@ class StatusReport(_Wire):
     """A lifecycle transition reported by the job itself."""
 
     status: Literal["running", "succeeded", "failed", "stopped"]
-    reason: str = Field(default="", max_length=2000)
-    error: str | None = Field(default=None, max_length=20_000)
-    log_tail: str | None = Field(default=None, max_length=200_000)
+    reason: Text = Field(default="", max_length=2000)
+    error: Text | None = Field(default=None, max_length=20_000)
+    log_tail: Text | None = Field(default=None, max_length=200_000)
 
 
 class LogLines(_Wire):
     """Progress lines from the job, shown live in the dashboard's log tail."""
 
-    lines: list[str] = Field(max_length=10_000)
+    lines: list[Text] = Field(max_length=10_000)
 
 
 class CheckpointMeta(_Wire):
     """Sent as query parameters with a checkpoint upload (the body is the .tar.gz stream)."""
 
-    iteration: int = Field(ge=0)
-    env_steps: int = Field(ge=0)
+    iteration: int = Field(ge=0, le=MAX_INT32)
+    env_steps: int = Field(ge=0, le=MAX_INT64)
     episode_return_mean: float | None = None
 
 
@@ -89,9 +110,9 @@ class EvaluationSpec(_Wire):
 
 
 class EpisodeResult(_Wire):
-    index: int = Field(ge=0, description="0-based; episode k was reset with seed + k.")
+    index: int = Field(ge=0, le=MAX_INT32, description="0-based; episode k: seed + k.")
     episode_return: float = Field(allow_inf_nan=False)
-    length: int = Field(ge=0)
+    length: int = Field(ge=0, le=MAX_INT32)
 
 
 class EpisodeResults(_Wire):
@@ -102,10 +123,10 @@ class EpisodeResults(_Wire):
 
 class EvaluationStatusReport(_Wire):
     status: Literal["running", "succeeded", "failed"]
-    reason: str = Field(default="", max_length=2000)
-    error: str | None = Field(default=None, max_length=20_000)
-    log_tail: str | None = Field(default=None, max_length=200_000)
-    video_message: str | None = Field(
+    reason: Text = Field(default="", max_length=2000)
+    error: Text | None = Field(default=None, max_length=20_000)
+    log_tail: Text | None = Field(default=None, max_length=200_000)
+    video_message: Text | None = Field(
         default=None, max_length=2000, description="Why no video was recorded."
     )
 
@@ -113,12 +134,15 @@ class EvaluationStatusReport(_Wire):
 class VideoMeta(_Wire):
     """Sent as query parameters with a video upload (the body is the file)."""
 
-    codec: str = Field(max_length=32)
+    codec: Text = Field(max_length=32)
     media_type: Literal["video/webm", "video/mp4"]
-    frames: int = Field(ge=1)
-    fps: float = Field(gt=0, allow_inf_nan=False)
-    width: int = Field(ge=2)
-    height: int = Field(ge=2)
-    source_frames: int = Field(ge=1, description="Frames the episode rendered.")
-    frame_step: int = Field(ge=1, description="Every frame_step-th rendered frame was kept.")
+    frames: int = Field(ge=1, le=MAX_INT32)
+    # At least 1/1000: frames / fps (the duration) must stay a finite number.
+    fps: float = Field(ge=1e-3, le=1000, allow_inf_nan=False)
+    width: int = Field(ge=2, le=65_536)
+    height: int = Field(ge=2, le=65_536)
+    source_frames: int = Field(ge=1, le=MAX_INT32, description="Frames the episode rendered.")
+    frame_step: int = Field(
+        ge=1, le=MAX_INT32, description="Every frame_step-th rendered frame was kept."
+    )
     cut: bool = Field(description="The video ends before the episode did (size cap).")

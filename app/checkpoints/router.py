@@ -18,6 +18,7 @@ from app.core.auth import JobTokenDep, require_api_token
 from app.core.db import SessionMaker, read_only, run_in_transaction
 from app.core.deps import SessionDep, SessionMakerDep, SettingsDep
 from app.core.errors import NotFound
+from app.core.params import ExperimentId, streamed_body
 from app.experiments import service as experiments
 from trainer.wire import CheckpointMeta
 
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 
 
 @router.get("/{experiment_id}/checkpoints", response_model=list[CheckpointPublic])
-def list_checkpoints(experiment_id: int, session: SessionDep) -> list[CheckpointPublic]:
+def list_checkpoints(experiment_id: ExperimentId, session: SessionDep) -> list[CheckpointPublic]:
     experiments.get(session, experiment_id)
     return service.to_public(service.all_checkpoints(session, experiment_id))
 
@@ -46,7 +47,7 @@ def _archive_response(session: Session, root: Path, experiment_id: int, ref: str
 
 @router.get("/{experiment_id}/checkpoints/{ref}/download", response_class=FileResponse)
 def download_checkpoint(
-    experiment_id: int, ref: str, session: SessionDep, settings: SettingsDep
+    experiment_id: ExperimentId, ref: str, session: SessionDep, settings: SettingsDep
 ) -> FileResponse:
     """The .tar.gz exactly as uploaded; `ref` is a checkpoint id, `best` or `latest`."""
     return _archive_response(session, settings.checkpoints_dir, experiment_id, ref)
@@ -54,7 +55,7 @@ def download_checkpoint(
 
 @job_router.get("/{experiment_id}/resume_checkpoint", response_class=FileResponse)
 def job_download_resume_checkpoint(
-    experiment_id: int, token: JobTokenDep, session: SessionDep, settings: SettingsDep
+    experiment_id: ExperimentId, token: JobTokenDep, session: SessionDep, settings: SettingsDep
 ) -> FileResponse:
     """The checkpoint (of another experiment) this experiment resumes from."""
     exp = experiments.authorize_job(session, experiment_id, token)
@@ -97,23 +98,23 @@ def _note_refusal(
         log.exception("could not log the refused checkpoint of experiment %s", experiment_id)
 
 
-@job_router.put("/{experiment_id}/checkpoints", response_model=CheckpointPublic)
+@job_router.put(
+    "/{experiment_id}/checkpoints",
+    response_model=CheckpointPublic,
+    openapi_extra=streamed_body("The checkpoint archive (.tar.gz).", "application/gzip"),
+)
 async def upload_checkpoint(
-    experiment_id: int,
+    experiment_id: ExperimentId,
     request: Request,
     token: JobTokenDep,
     sessionmaker: SessionMakerDep,
     settings: SettingsDep,
-    iteration: Annotated[int, Query(ge=0)],
-    env_steps: Annotated[int, Query(ge=0)],
-    episode_return_mean: float | None = None,
+    meta: Annotated[CheckpointMeta, Query()],
 ) -> CheckpointPublic:
     """The body is the .tar.gz, streamed to a temp file (507 when storage is short), renamed
     into place in the transaction that records it; idempotent per iteration; applies retention.
+    Query: `iteration`, `env_steps`, `episode_return_mean` (optional).
     """
-    meta = CheckpointMeta(
-        iteration=iteration, env_steps=env_steps, episode_return_mean=episode_return_mean
-    )
     await asyncio.to_thread(_authorize, sessionmaker, experiment_id, token)
     root = settings.checkpoints_dir
     directory = storage.experiment_dir(root, experiment_id)
@@ -124,7 +125,7 @@ async def upload_checkpoint(
     except storage.InsufficientStorage as exc:
         await asyncio.to_thread(_note_refusal, sessionmaker, experiment_id, meta, exc.message)
         raise
-    final = storage.new_archive_path(root, experiment_id, iteration)
+    final = storage.new_archive_path(root, experiment_id, meta.iteration)
 
     def record(session: Session) -> tuple[CheckpointPublic, list[Path]]:
         # Again, locked: the experiment may have been deleted or ended while the body streamed.

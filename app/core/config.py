@@ -79,6 +79,20 @@ class Settings(BaseSettings):
         description="Built dashboard to serve at /; default frontend/dist of the project.",
     )
 
+    # --- request bodies (docs/operations.md) ---------------------------------------------------
+    max_request_body_bytes: int = Field(
+        default=8 * 1024**2,
+        ge=1024,
+        description="Largest request body (JSON: configs, metric batches, logs); larger is a "
+        "413 before anything parses it. A job's metric batch of 500 rows is well under 1 MB.",
+    )
+    max_upload_bytes: int = Field(
+        default=4 * 1024**3,
+        ge=1024,
+        description="Largest body of the routes that stream files (checkpoint and video uploads "
+        "from jobs); the storage quotas apply on top.",
+    )
+
     # --- storage: quotas and retention of what the service keeps (docs/operations.md) ---------
     max_storage_bytes: int | None = Field(
         default=None,

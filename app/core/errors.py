@@ -13,20 +13,25 @@ The database being unreachable (a restart, a failover, SQLite's write lock held 
 timeout) is a 503 too, with `Retry-After`: clients and jobs retry it.
 
 Services raise these; routers never build HTTP errors themselves. Every error reaches the client
-as `{"error": {"code", "message", "fields"?}}`, `fields` being `[{"field", "message"}]`.
+as `{"error": {"code", "message", "fields"?}}`, `fields` being `[{"field", "message"}]`: domain
+errors, request validation errors, the framework's own (unknown route, wrong method, 413 from
+app/core/body_limit.py) and, should one happen, an unexpected exception (a 500 whose details go
+to the log only).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, ClassVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 DATABASE_RETRY_AFTER_S = 5
+log = logging.getLogger(__name__)
 
 
 class RolloutError(Exception):
@@ -79,6 +84,18 @@ class Unavailable(RolloutError):
     code = "unavailable"
 
 
+# Codes of the errors Starlette / FastAPI raise themselves (unknown route, wrong method, ...).
+HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
+
+
 def field_errors(errors: list[Any], prefix: str = "") -> list[dict[str, str]]:
     """pydantic error dicts -> [{"field": "config.lr", "message": ...}]."""
     out = []
@@ -105,7 +122,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_http_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        code = HTTP_CODES.get(exc.status_code, "http_error")
         body = {"error": {"code": code, "message": str(exc.detail)}}
         return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
@@ -116,8 +133,24 @@ def install_error_handlers(app: FastAPI) -> None:
         headers = {"Retry-After": str(DATABASE_RETRY_AFTER_S)}
         return JSONResponse(err.body(), status_code=err.status_code, headers=headers)
 
+    async def on_unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        if isinstance(exc, DBAPIError) and (
+            exc.connection_invalidated or isinstance(exc, OperationalError)
+        ):
+            # The database is down, restarting or (SQLite) busy: a 503 tells clients, the job
+            # reporter included, to retry rather than give the request up.
+            body = Unavailable("the database is unavailable; retry later").body()
+            headers = {"Retry-After": str(DATABASE_RETRY_AFTER_S)}
+            return JSONResponse(body, status_code=503, headers=headers)
+        body = {"error": {"code": "internal_error", "message": "internal server error"}}
+        return JSONResponse(body, status_code=500)
+
     app.add_exception_handler(RolloutError, on_domain_error)
     app.add_exception_handler(OperationalError, on_database_unavailable)
     app.add_exception_handler(InterfaceError, on_database_unavailable)
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
+    # Starlette runs this one outermost (ServerErrorMiddleware) and re-raises afterwards, so
+    # the server still logs the traceback; the client gets the envelope instead of plain text.
+    app.add_exception_handler(Exception, on_unexpected_error)

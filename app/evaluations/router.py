@@ -6,7 +6,7 @@ import asyncio
 import logging
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
+from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.responses import FileResponse
 from sqlalchemy.orm import Session
 
@@ -15,6 +15,7 @@ from app.core.auth import JobTokenDep, require_api_token
 from app.core.db import SessionMaker, run_in_transaction
 from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
 from app.core.errors import NotFound
+from app.core.params import EvaluationId, ExperimentId, streamed_body
 from app.evaluations import files, service
 from app.evaluations.scheduling import scheduler_of
 from app.evaluations.schemas import (
@@ -35,9 +36,6 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["evaluations"], dependencies=[Depends(require_api_token)])
 job_router = APIRouter(prefix="/jobs/evaluations", tags=["jobs"])
-
-ExperimentId = Annotated[int, Path(description="Experiment id.")]
-EvaluationId = Annotated[int, Path(description="Evaluation id.")]
 
 
 @router.post(
@@ -207,7 +205,11 @@ def _authorize(sessionmaker: SessionMaker, evaluation_id: int, token: str) -> in
         return service.authorize_job(session, evaluation_id, token).experiment_id
 
 
-@job_router.put("/{evaluation_id}/video", response_model=VideoPublic)
+@job_router.put(
+    "/{evaluation_id}/video",
+    response_model=VideoPublic,
+    openapi_extra=streamed_body("The video file.", "video/webm", "video/mp4"),
+)
 async def job_upload_video(
     evaluation_id: EvaluationId,
     request: Request,

@@ -18,20 +18,31 @@ def progress(exp: Experiment) -> float:
     """
     if exp.status == ExperimentStatus.succeeded:
         return 1.0
-    stop: dict[str, Any] = exp.config.get("stop") or {}
+    stop = exp.config.get("stop") if isinstance(exp.config, dict) else None
+    env_steps, wall_seconds, target = (
+        _positive(stop, key) for key in ("env_steps", "wall_seconds", "episode_return_mean")
+    )
     fractions = [0.0]
-    if stop.get("env_steps") and exp.env_steps:
-        fractions.append(exp.env_steps / stop["env_steps"])
-    if stop.get("wall_seconds"):
+    if env_steps and exp.env_steps:
+        fractions.append(exp.env_steps / env_steps)
+    if wall_seconds:
         elapsed = exp.elapsed_s
         if elapsed is None and exp.started_at is not None:
             elapsed = ((exp.finished_at or utcnow()) - exp.started_at).total_seconds()
         if elapsed:
-            fractions.append(elapsed / stop["wall_seconds"])
-    target = stop.get("episode_return_mean")
-    if target is not None and target > 0 and exp.best_return is not None and exp.best_return > 0:
+            fractions.append(elapsed / wall_seconds)
+    if target and exp.best_return is not None and exp.best_return > 0:
         fractions.append(exp.best_return / target)
     return min(1.0, max(fractions))
+
+
+def _positive(stop: Any, key: str) -> float | None:
+    """A positive number from the stored stop criteria; None for anything else (a config
+    stored by an older version may not validate any more, and must still be listed)."""
+    value = stop.get(key) if isinstance(stop, dict) else None
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return None
 
 
 def to_public(exp: Experiment) -> ExperimentPublic:

@@ -7,13 +7,15 @@ import shutil
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Response, status
+from fastapi import APIRouter, Depends, Query, Response, status
 from sqlalchemy.orm import Session
 
 from app.checkpoints.storage import remove_experiment_dir
 from app.core.auth import JobTokenDep, require_api_token
 from app.core.db import SessionMaker, run_in_transaction
 from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
+from app.core.params import ExperimentId
+from app.core.text import NoNulStr
 from app.evaluations.files import remove_experiment_files as remove_evaluation_videos
 from app.experiments import service
 from app.experiments.lifecycle import ExperimentStatus
@@ -37,8 +39,6 @@ router = APIRouter(
     prefix="/experiments", tags=["experiments"], dependencies=[Depends(require_api_token)]
 )
 job_router = APIRouter(prefix="/jobs/experiments", tags=["jobs"])
-
-ExperimentId = Annotated[int, Path(description="Experiment id.")]
 
 
 def get_experiment(experiment_id: ExperimentId, session: SessionDep) -> Experiment:
@@ -85,8 +85,10 @@ async def create_experiment(
 def list_experiments(
     session: SessionDep,
     status_: Annotated[list[str] | None, Query(alias="status")] = None,
-    tag: str | None = None,
-    name: Annotated[str | None, Query(description="Substring of the name.")] = None,
+    tag: Annotated[NoNulStr | None, Query(max_length=200)] = None,
+    name: Annotated[
+        NoNulStr | None, Query(max_length=200, description="Substring of the name.")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: str | None = None,
 ) -> ExperimentPage:

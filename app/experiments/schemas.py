@@ -3,30 +3,40 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from app.core.json_bounds import JsonObject
+from app.core.text import NoNulStr, reject_nul_in_all
 from app.experiments.lifecycle import ExperimentStatus
+
+MAX_TAGS = 32
+MAX_TAG_CHARS = 64
+
+
+def _clean_tags(tags: list[str]) -> list[str]:
+    """Stripped, deduplicated, sorted; each 1-64 characters after stripping."""
+    cleaned = sorted({t.strip() for t in tags})
+    for tag in cleaned:
+        if not tag or len(tag) > MAX_TAG_CHARS:
+            raise ValueError(f"tags must be 1-{MAX_TAG_CHARS} characters long")
+    return reject_nul_in_all(cleaned)
+
+
+# One definition for create and fork: a fork's tags become an ExperimentCreate's, so they
+# must be validated the same way before the request is accepted.
+Tags = Annotated[list[str], Field(max_length=MAX_TAGS), AfterValidator(_clean_tags)]
 
 
 class ExperimentCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=200)
-    config: dict[str, Any] = Field(
+    name: NoNulStr = Field(min_length=1, max_length=200)
+    config: JsonObject = Field(
         default_factory=dict, description="A PPOConfig as JSON; omitted fields take defaults."
     )
-    tags: list[str] = Field(default_factory=list, max_length=32)
-
-    @field_validator("tags")
-    @classmethod
-    def _clean_tags(cls, tags: list[str]) -> list[str]:
-        cleaned = sorted({t.strip() for t in tags})
-        for tag in cleaned:
-            if not tag or len(tag) > 64:
-                raise ValueError("tags must be 1-64 characters long")
-        return cleaned
+    tags: Tags = Field(default_factory=list)
 
 
 class ExperimentFork(BaseModel):
@@ -34,11 +44,11 @@ class ExperimentFork(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str | None = Field(default=None, min_length=1, max_length=200)
-    overrides: dict[str, Any] = Field(
+    name: NoNulStr | None = Field(default=None, min_length=1, max_length=200)
+    overrides: JsonObject = Field(
         default_factory=dict, description="Merged into the source config (nested dicts merge)."
     )
-    tags: list[str] | None = None
+    tags: Tags | None = Field(default=None, description="Replace the source's tags; null: keep.")
 
 
 class EventPublic(BaseModel):

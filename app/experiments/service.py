@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from app.core.auth import hash_token, issue_claim, new_token, redeem_claim, token_matches
 from app.core.db import publish_after_commit, utcnow
 from app.core.errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotFound
+from app.core.params import MAX_ID
 from app.experiments.lifecycle import ExperimentStatus, can_transition
 from app.experiments.models import Experiment, ExperimentEvent, ExperimentTag, LogLine
 from app.experiments.progress import to_public
@@ -99,16 +100,24 @@ def list_experiments(
         escaped = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         stmt = stmt.where(Experiment.name.ilike(f"%{escaped}%", escape="\\"))
     if cursor:
-        try:
-            before = int(cursor)
-        except ValueError:
-            raise InvalidInput(
-                "invalid cursor", fields=[{"field": "cursor", "message": "not a cursor"}]
-            ) from None
-        stmt = stmt.where(Experiment.id < before)
+        stmt = stmt.where(Experiment.id < _parse_cursor(cursor))
     rows = list(session.scalars(stmt))
     next_cursor = str(rows[limit - 1].id) if len(rows) > limit else None
     return rows[:limit], next_cursor
+
+
+def _parse_cursor(cursor: str) -> int:
+    """A cursor is an experiment id (as a string): within the id range, or a 422."""
+    try:
+        before = int(cursor)
+    except ValueError:
+        before = None
+    if before is None or not 1 <= before <= MAX_ID:
+        raise InvalidInput(
+            "invalid cursor",
+            fields=[{"field": "cursor", "message": "not a cursor from next_cursor"}],
+        )
+    return before
 
 
 def events(session: Session, experiment_id: int) -> list[ExperimentEvent]:

@@ -15,6 +15,11 @@ One tick:
    `max_parallel` members of its sweep run; it then keeps its place without holding up the
    work behind it (it waits for its sweep, not for the cluster).
 
+An experiment whose stored config no longer validates (stored by an older version with looser
+bounds, or edited in the database) cannot be launched: while waiting it fails with the fields
+that are wrong; while running it is still watched, its budget estimated from the raw values.
+One experiment never stops the tick for the others: each is checked on its own.
+
 The database is the only state that matters (several API processes, restarts): the in-memory
 bits here (when a stop was sent) only throttle repeated calls. Every change goes through the
 experiments service's `transition`, which records the event and publishes it live.
@@ -28,14 +33,18 @@ import datetime as dt
 import logging
 import time
 from collections import Counter
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.db import SessionMaker, run_in_transaction, utcnow
+from app.core.errors import field_errors
 from app.evaluations.scheduling import EvaluationQueue, EvaluationScheduler, oldest_first
 from app.experiments import service
 from app.experiments.lifecycle import ExperimentStatus
@@ -73,6 +82,33 @@ class Snapshot:
     created_at: dt.datetime
     sweep_id: int | None = None
     sweep_max_parallel: int | None = None
+    invalid_config: str | None = None  # why the stored config no longer validates
+
+
+# The fields ExperimentResources reads: enough to estimate the budget of an invalid config.
+RESOURCE_FIELDS = (
+    "num_env_runners",
+    "num_learners",
+    "num_cpus_per_env_runner",
+    "num_cpus_per_learner",
+    "num_gpus_per_learner",
+)
+
+
+def resources_of(raw: Any) -> tuple[ExperimentResources, str | None]:
+    """The experiment's budget, and None, or an estimate and why its config is invalid."""
+    try:
+        return ExperimentResources.of(PPOConfig.model_validate(raw)), None
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{f['field']}: {f['message']}" for f in field_errors(exc.errors(), "config")[:10]
+        )
+        reason = f"its stored config no longer validates: {problems}"
+    values = {k: raw[k] for k in RESOURCE_FIELDS if k in raw} if isinstance(raw, dict) else {}
+    try:
+        return ExperimentResources.of(PPOConfig.model_construct(**values)), reason
+    except Exception:
+        return ExperimentResources.of(PPOConfig()), reason
 
 
 def snapshots(session: Session) -> list[Snapshot]:
@@ -83,19 +119,23 @@ def snapshots(session: Session) -> list[Snapshot]:
         .where(Experiment.status.in_(unfinished))
         .order_by(Experiment.id)
     )
-    return [
-        Snapshot(
-            id=e.id,
-            status=e.status,
-            resources=ExperimentResources.of(PPOConfig.model_validate(e.config)),
-            ray_job_id=e.ray_job_id,
-            started_at=e.started_at,
-            created_at=e.created_at,
-            sweep_id=e.sweep_id,
-            sweep_max_parallel=max_parallel,
+    out = []
+    for e, max_parallel in rows:
+        resources, invalid = resources_of(e.config)
+        out.append(
+            Snapshot(
+                id=e.id,
+                status=e.status,
+                resources=resources,
+                ray_job_id=e.ray_job_id,
+                started_at=e.started_at,
+                created_at=e.created_at,
+                sweep_id=e.sweep_id,
+                sweep_max_parallel=max_parallel,
+                invalid_config=invalid,
+            )
         )
-        for e, max_parallel in rows
-    ]
+    return out
 
 
 def sweep_running(active: list[Snapshot]) -> Counter[int]:
@@ -191,8 +231,13 @@ class Reconciler:
     async def tick(self) -> None:
         await self.launcher.ensure_connected()
         snaps = await self._db(snapshots)
+        waiting = (S.pending, S.queued)
         for snap in snaps:
-            if snap.status == S.pending:
+            if snap.status in waiting and snap.invalid_config is not None:
+                await self._db(
+                    _settle, snap.id, waiting, S.failed, "invalid config", snap.invalid_config
+                )
+            elif snap.status == S.pending:
                 await self._db(
                     _settle, snap.id, (S.pending,), S.queued, "waiting for cluster resources"
                 )
@@ -200,11 +245,20 @@ class Reconciler:
         if active:
             jobs = await asyncio.gather(*(self._job_of(s) for s in active))
             for snap, job in zip(active, jobs, strict=True):
-                await self._check(snap, job)
+                await self._isolated(snap, self._check(snap, job))
         evaluations = await self.evaluations.tick()
-        queued = [s for s in snaps if s.status in (S.pending, S.queued)]
+        queued = [s for s in snaps if s.status in waiting and s.invalid_config is None]
         if queued or evaluations.queued:
             await self._launch_fitting(queued, active, evaluations)
+
+    async def _isolated(self, snap: Snapshot, work: Awaitable[None]) -> None:
+        """Run one experiment's step of the tick; its failure is logged, the others go on."""
+        try:
+            await work
+        except RayUnavailable:
+            raise  # the cluster, not this experiment: the whole tick waits
+        except Exception as exc:
+            log.warning("reconciler: experiment %s: %s: %s", snap.id, type(exc).__name__, exc)
 
     # --- running jobs ---------------------------------------------------------------------------
     async def _job_of(self, snap: Snapshot) -> RayJob:

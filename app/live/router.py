@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
 from app.core.auth import check_api_token, stream_subprotocol, websocket_token
 from app.core.deps import read_sessionmaker
 from app.core.errors import NotFound, RolloutError
+from app.core.params import MAX_INT64, MIN_INT64, ExperimentId
 from app.experiments import service as experiments
 from app.experiments.progress import to_public
 from app.live.hub import Lagged, LiveHub, Subscription
@@ -129,7 +130,11 @@ async def _pump(websocket: WebSocket, subscription: Subscription, last_step: int
 
 
 @router.websocket("/experiments/{experiment_id}/stream")
-async def experiment_stream(websocket: WebSocket, experiment_id: int, since_step: int = -1) -> None:
+async def experiment_stream(
+    websocket: WebSocket,
+    experiment_id: ExperimentId,
+    since_step: Annotated[int, Query(ge=MIN_INT64, le=MAX_INT64)] = -1,
+) -> None:
     """Backlog after `since_step` (metrics, status, recent logs), then live messages."""
     if not await _authorized(websocket):
         return

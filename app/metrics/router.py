@@ -9,6 +9,8 @@ from fastapi import APIRouter, Depends, Query
 from app.core.auth import JobTokenDep, require_api_token
 from app.core.deps import SessionDep
 from app.core.errors import InvalidInput
+from app.core.params import ExperimentId, StepQuery
+from app.core.text import NoNulStr
 from app.experiments import service as experiments
 from app.metrics import service
 from app.metrics.schemas import IngestResult, MetricNames, SeriesResponse
@@ -22,12 +24,12 @@ job_router = APIRouter(prefix="/jobs/experiments", tags=["jobs"])
 
 @router.get("/{experiment_id}/metrics", response_model=SeriesResponse)
 def get_metrics(
-    experiment_id: int,
+    experiment_id: ExperimentId,
     session: SessionDep,
-    names: Annotated[str | None, Query(description="Comma-separated; default: all.")] = None,
+    names: Annotated[NoNulStr | None, Query(description="Comma-separated; default: all.")] = None,
     max_points: Annotated[int | None, Query(ge=2, le=100_000)] = None,
-    step_min: int | None = None,
-    step_max: int | None = None,
+    step_min: StepQuery = None,
+    step_max: StepQuery = None,
 ) -> SeriesResponse:
     """Series keyed by env steps; longer than max_points -> min and max point per bucket.
 
@@ -57,14 +59,14 @@ def get_metrics(
 
 
 @router.get("/{experiment_id}/metrics/names", response_model=MetricNames)
-def get_metric_names(experiment_id: int, session: SessionDep) -> MetricNames:
+def get_metric_names(experiment_id: ExperimentId, session: SessionDep) -> MetricNames:
     experiments.get(session, experiment_id)
     return MetricNames(names=service.names(session, experiment_id))
 
 
 @job_router.post("/{experiment_id}/metrics", response_model=IngestResult)
 def ingest_metrics(
-    experiment_id: int, body: MetricsIngest, token: JobTokenDep, session: SessionDep
+    experiment_id: ExperimentId, body: MetricsIngest, token: JobTokenDep, session: SessionDep
 ) -> IngestResult:
     """Idempotent upsert keyed by (experiment, step, name); pushed live after commit."""
     exp = experiments.authorize_job(session, experiment_id, token, lock=True)

@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.core.json_bounds import JsonObject
+
 
 class EnvSettingsPublic(BaseModel):
     env: str = Field(description="Base name of the env the entry applies to, e.g. 'Acrobot'.")
@@ -32,7 +34,7 @@ class PresetList(BaseModel):
 class ResolveRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    config: dict[str, Any] = Field(
+    config: JsonObject = Field(
         default_factory=dict, description="A partial PPOConfig, as an experiment would get it."
     )
 

@@ -14,6 +14,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+import trainer.evaluation_job as evaluation_job
 from app.core.db import transaction
 from app.evaluations import service as evaluations
 from tests.trainer import render_envs
@@ -131,3 +132,22 @@ def test_a_failing_job_reports_its_error(client: TestClient, start_job, tmp_path
     got = client.get(f"{API}/evaluations/{eid}").json()
     assert got["status"] == "failed" and got["reason"] == "job raised"
     assert "not a checkpoint" in got["error"] and "Traceback" in got["log_tail"]
+
+
+def test_a_failure_whose_message_holds_nul_is_still_reported(
+    client: TestClient, start_job, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API refuses NUL (PostgreSQL cannot store it): the job makes it visible instead of
+    losing its failure report."""
+
+    def broken_env(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("the env returned b'\x00\x01'\x00")
+
+    monkeypatch.setattr(evaluation_job, "_evaluate", broken_env)
+    archive = tmp_path / "any.tar.gz"
+    archive.write_bytes(b"x")
+    eid, code = start_job(archive, episodes=1, record_video=False)
+    assert code == 1
+    got = client.get(f"{API}/evaluations/{eid}").json()
+    assert got["status"] == "failed"
+    assert got["error"] == "ValueError: the env returned b'\ufffd\x01'\ufffd"

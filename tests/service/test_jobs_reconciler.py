@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import update
 
 from app.core.config import Settings
 from app.core.db import SessionMaker, make_engine, make_sessionmaker, migrate, transaction
 from app.core.errors import Forbidden
 from app.experiments import service
+from app.experiments.models import Experiment
 from app.experiments.schemas import ExperimentCreate
 from app.jobs.launcher import JobRequest, RayJob, RayJobState, RayUnavailable
 from app.jobs.reconciler import MISSING_GRACE_S, Reconciler
@@ -320,3 +322,55 @@ def test_two_api_processes_never_launch_an_experiment_twice(
     launched = [request.experiment_id for _, request in ray.submitted]
     assert sorted(launched) == ids
     assert all(status(sessionmaker, i) == "running" for i in ids)
+
+
+def corrupt_config(sessionmaker: SessionMaker, exp_id: int, config: Any) -> None:
+    """What an older version with looser bounds (or a hand edit) may have stored."""
+    with transaction(sessionmaker) as session:
+        session.execute(update(Experiment).where(Experiment.id == exp_id).values(config=config))
+
+
+def test_an_invalid_stored_config_fails_its_experiment_and_the_others_go_on(
+    sessionmaker: SessionMaker, ray: ScriptedRay, tmp_path: Path
+) -> None:
+    reconciler = make_reconciler(sessionmaker, ray, tmp_path)
+    running = create(sessionmaker)
+    tick(reconciler)
+    assert status(sessionmaker, running) == "running"
+    first, broken, garbage, last = (create(sessionmaker) for _ in range(4))
+    huge = {**SMALL, "train_batch_size_per_learner": 2_000_000_000, "model": {"hidden_sizes": [0]}}
+    corrupt_config(sessionmaker, broken, huge)
+    corrupt_config(sessionmaker, garbage, {"env_id": 5, "stop": "soon", "seed": "x" * 10_000})
+    # A running experiment's stored config went bad too: it is still watched.
+    corrupt_config(sessionmaker, running, {**SMALL, "num_env_runners": "two", "lr": -1})
+    tick(reconciler)
+    exp, events = detail(sessionmaker, broken)
+    assert exp.status.value == "failed" and events[-1].reason == "invalid config"
+    assert "config.train_batch_size_per_learner" in exp.error
+    assert "config.model.hidden_sizes" in exp.error
+    assert status(sessionmaker, garbage) == "failed"
+    assert len(detail(sessionmaker, garbage)[0].error) < 3000  # the problems, not the values
+    assert (status(sessionmaker, first), status(sessionmaker, last)) == ("running", "running")
+    assert len(ray.submitted) == 3
+    ray.jobs[job_id(sessionmaker, running)] = RayJob(RayJobState.SUCCEEDED)
+    tick(reconciler)
+    assert status(sessionmaker, running) == "succeeded"
+
+
+def test_one_experiment_failing_its_check_does_not_stop_the_others(
+    sessionmaker: SessionMaker, ray: ScriptedRay, tmp_path: Path
+) -> None:
+    reconciler = make_reconciler(sessionmaker, ray, tmp_path)
+    a, b = create(sessionmaker), create(sessionmaker)
+    tick(reconciler)
+    ray.jobs[job_id(sessionmaker, a)] = RayJob(RayJobState.FAILED, "boom")
+    ray.jobs[job_id(sessionmaker, b)] = RayJob(RayJobState.FAILED, "boom")
+
+    async def broken_log_tail(submission_id: str, lines: int = 100) -> str:
+        if submission_id == job_id(sessionmaker, a):
+            raise RuntimeError("log tail of a is unreadable")
+        return "tail"
+
+    ray.log_tail = broken_log_tail  # type: ignore[method-assign]
+    tick(reconciler)
+    assert (status(sessionmaker, a), status(sessionmaker, b)) == ("running", "failed")

@@ -192,3 +192,97 @@ def test_close_gives_up_after_its_timeout_and_keeps_the_local_copy(
     assert not reporter.close(timeout_s=0.5)
     assert time.monotonic() - t0 < 3
     assert len(reporter.metrics_path.read_text().splitlines()) == 3
+
+
+def test_nul_and_huge_log_lines_reach_the_real_api(
+    port: int, started: list[Server], tmp_path: Path
+) -> None:
+    """The API refuses NUL and bodies over 8 MiB; the reporter sends what it can store."""
+    from app.core.config import Settings
+    from app.core.db import transaction
+    from app.experiments import service as experiments
+    from app.main import create_app
+
+    settings = Settings(
+        data_dir=tmp_path / "data", jobs_enabled=False, frontend_dir=tmp_path / "none", port=port
+    )
+    app = create_app(settings)
+    started.append(Server(app, port).start())
+    with transaction(app.state.sessionmaker) as session:
+        exp = experiments.create(session, experiments.ExperimentCreate(name="logs"))
+        exp_id, token = exp.id, experiments.issue_job_token(session, exp.id)
+    reporter = Reporter(
+        f"http://127.0.0.1:{port}", token, str(exp_id), tmp_path / "job",
+        backoff=Backoff(initial_s=0.02, max_s=0.2), max_log_lines=2000,
+    )  # fmt: skip
+    reporter.add_log("a\x00b")
+    for i in range(1500):  # 1500 x 20k characters: 30 MB, several times the body limit
+        reporter.add_log(f"{i:05d}" + "x" * 20_000)
+    reporter.report_status("failed", reason="r\x00", error="e\x00", log_tail="t\x00")
+    assert reporter.close(timeout_s=120)
+    reporter.shutdown()
+    assert reporter.stats.permanent_errors == []
+    with transaction(app.state.sessionmaker) as session:
+        lines = experiments.tail_logs(session, exp_id, 2000)
+        stored = experiments.get(session, exp_id)
+        assert (stored.status.value, stored.error, stored.log_tail) == (
+            "failed",
+            "e\ufffd",
+            "t\ufffd",
+        )
+    assert lines[0] == "a\ufffdb"
+    assert [line[:5] for line in lines[1:]] == [f"{i:05d}" for i in range(1500)]
+    assert all(len(line) == 10_000 for line in lines[1:])
+
+
+def test_a_batch_the_api_always_fails_is_given_up_and_the_rest_goes_out(
+    port: int, started: list[Server], tmp_path: Path
+) -> None:
+    """A 500 on one batch is retried a few times, then skipped (kept in the JSONL copy): the
+    rows after it, the final checkpoint and the status still reach the API."""
+    api = FlakyApi()
+    app = api.app()
+    poisoned_calls = Counter[str]()
+
+    @app.middleware("http")
+    async def poison(request: Request, call_next):  # type: ignore[no-untyped-def]
+        if request.url.path.endswith("/metrics"):
+            body = await request.body()
+            if any(row["step"] == 300 for row in json.loads(body)["rows"]):
+                poisoned_calls["metrics"] += 1
+                return Response(status_code=500, content=b'{"error": {}}')
+        return await call_next(request)
+
+    started.append(Server(app, port).start())
+    reporter = make_reporter(port, tmp_path / "job", batch_rows=1, max_server_error_attempts=4)
+    add_rows(reporter, 5)  # steps 100..500
+    archive = tmp_path / "final.tar.gz"
+    archive.write_bytes(b"final checkpoint")
+    reporter.add_checkpoint(archive, CheckpointMeta(iteration=5, env_steps=500))
+    t0 = time.monotonic()
+    assert not reporter.close(timeout_s=30)  # not everything was delivered...
+    assert time.monotonic() - t0 < 10  # ...but close did not wait for its timeout
+    reporter.report_status("succeeded", reason="done", timeout_s=10)
+    reporter.shutdown()
+    assert poisoned_calls["metrics"] == 4
+    assert {step for step, _ in api.points} == {100, 200, 400, 500}
+    assert api.checkpoints == {5: b"final checkpoint"}
+    assert [s["status"] for s in api.statuses] == ["succeeded"]
+    assert (
+        reporter.stats.given_up == 1 and "gave up on metrics" in reporter.stats.permanent_errors[0]
+    )
+    kept = [json.loads(line)["step"] for line in reporter.metrics_path.read_text().splitlines()]
+    assert kept == [100, 200, 300, 400, 500]  # the local copy keeps the skipped row
+
+
+def test_503s_are_retried_for_as_long_as_they_last(
+    port: int, started: list[Server], tmp_path: Path
+) -> None:
+    """Unavailable (the database is down) is not given up, unlike a 500."""
+    api = FlakyApi(fail_first=12)
+    started.append(Server(api.app(), port).start())
+    reporter = make_reporter(port, tmp_path, max_server_error_attempts=2)
+    add_rows(reporter, 3)
+    assert reporter.close(timeout_s=30)
+    assert reporter.stats.given_up == 0 and reporter.stats.failures >= 12
+    assert set(api.points) == {(s, n) for s in (100, 200, 300) for n in ("a", "b")}
