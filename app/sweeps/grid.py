@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from app.core.errors import InvalidInput
 from app.sweeps.schemas import SweepCreate
-from trainer.config import PPOConfig
+from trainer.config import MAX_SEED, PPOConfig
 from trainer.resolve import deep_merge, resolve_config
 
 MAX_MEMBERS = 256  # grid points x seeds: a sweep is many experiments, not a hyperband
@@ -117,6 +117,8 @@ def _check_shape(data: SweepCreate) -> list[FieldError]:
     for i, seed in enumerate(data.seeds):
         if seed < 0:
             errors.append({"field": f"seeds.{i}", "message": "must be >= 0"})
+        elif seed > MAX_SEED:
+            errors.append({"field": f"seeds.{i}", "message": f"must be <= {MAX_SEED}"})
     if len(set(data.seeds)) < len(data.seeds):
         errors.append({"field": "seeds", "message": "seeds must be distinct"})
     size = len(data.seeds)

@@ -6,13 +6,14 @@ import asyncio
 import shutil
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Response, status
+from fastapi import APIRouter, Depends, Query, Response, status
 from sqlalchemy.orm import Session
 
 from app.checkpoints.storage import remove_experiment_dir
 from app.core.auth import require_api_token
 from app.core.db import run_in_transaction
 from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
+from app.core.params import SweepId
 from app.evaluations.files import remove_experiment_files as remove_evaluation_videos
 from app.jobs.reconciler import job_dir
 from app.sweeps import service
@@ -20,8 +21,6 @@ from app.sweeps.metrics import DEFAULT_POINTS, MAX_POINTS
 from app.sweeps.schemas import SweepCreate, SweepDetail, SweepList, SweepMetrics
 
 router = APIRouter(prefix="/sweeps", tags=["sweeps"], dependencies=[Depends(require_api_token)])
-
-SweepId = Annotated[int, Path(description="Sweep id.")]
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=SweepDetail)

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.core.text import NoNulStr
 from app.experiments.schemas import ExperimentPublic
 
 MAX_SEEDS = 100
@@ -16,7 +17,7 @@ MAX_PARALLEL = 1000
 class SweepCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=200)
+    name: NoNulStr = Field(min_length=1, max_length=200)
     config: dict[str, Any] = Field(
         default_factory=dict,
         description="The base PPOConfig (partial, resolved with its preset like an experiment's).",

@@ -218,8 +218,8 @@ def test_nul_and_huge_log_lines_reach_the_real_api(
     reporter.add_log("a\x00b")
     for i in range(1500):  # 1500 x 20k characters: 30 MB, several times the body limit
         reporter.add_log(f"{i:05d}" + "x" * 20_000)
+    assert reporter.close(timeout_s=120)  # everything first: the end revokes the token
     reporter.report_status("failed", reason="r\x00", error="e\x00", log_tail="t\x00")
-    assert reporter.close(timeout_s=120)
     reporter.shutdown()
     assert reporter.stats.permanent_errors == []
     with transaction(app.state.sessionmaker) as session:

@@ -103,6 +103,9 @@ def test_nested_keys_and_seed_only_sweeps(client: TestClient) -> None:
         ({"config": {**BASE, "seed": 3}}, "config.seed", "seeds"),
         ({"config": {**BASE, "gamma": 2.0}}, "config.gamma", "less than or equal to 1"),
         ({"name": ""}, "name", "at least 1"),
+        ({"name": "a\x00b"}, "name", "NUL"),
+        ({"grid": {"env_config.mode": ["a\x00b"]}}, "config.env_config", "NUL"),
+        ({"seeds": [2**31]}, "seeds.0", "<= 2147483647"),
     ],
 )  # fmt: skip
 def test_bad_sweeps_are_422_naming_the_field_and_store_nothing(
