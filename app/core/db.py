@@ -143,6 +143,7 @@ def make_sessionmaker(
     transaction itself instead and reach every process's hub through its listener. `settings`
     (the service's, in `session.info["settings"]`) give domain services their limits.
     """
+    import_models()  # every table a flush may need (a foreign key names a model not imported)
     info = {"hub": hub, "settings": settings}
     factory = sessionmaker(bind=engine, expire_on_commit=False, info=info)
     _READ_ONLY_TWINS[factory] = make_read_only_sessionmaker(engine)
