@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+from app.core.config import Settings
 
 
 def wait_until(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
@@ -39,3 +42,15 @@ def new_page(browser: Any, errors: list[str], **context_options: Any) -> tuple[A
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
     return context, page
+
+
+def dashboard_settings(data_dir: Path, frontend_dir: Path, **overrides: Any) -> Settings:
+    """A service for the dashboard built in `frontend_dir`, its SQLite file in `data_dir`; jobs
+    run only when a `ray_address` is given."""
+    values: dict[str, Any] = {
+        "data_dir": data_dir,
+        "database_url": f"sqlite:///{data_dir / 'rollout.db'}",
+        "jobs_enabled": "ray_address" in overrides,
+        "frontend_dir": frontend_dir,
+    }
+    return Settings(**{**values, **overrides})

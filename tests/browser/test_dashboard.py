@@ -18,9 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.core.config import Settings
 from app.jobs.ray_head import LocalRayHead
-from tests.browser.helpers import chart_points, new_page, wait_until
+from tests.browser.helpers import chart_points, dashboard_settings, new_page, wait_until
 from tests.browser.server import LiveServer, live_server
 from trainer.config import PPOConfig
 
@@ -69,13 +68,11 @@ def service(
     state: State,
 ) -> Iterator[LiveServer]:
     data_dir = tmp_path_factory.mktemp("browser")
-    settings = Settings(
-        data_dir=data_dir,
-        database_url=f"sqlite:///{data_dir / 'rollout.db'}",
+    settings = dashboard_settings(
+        data_dir,
+        frontend_dist,
         ray_address=ray_head.address,
-        jobs_enabled=True,
         max_concurrent_experiments=4,
-        frontend_dir=frontend_dist,
     )
     with live_server(settings) as server, httpx.Client(base_url=f"{server.url}/api/v1") as api:
         # Started first so it trains while the form is being filled in.

@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 
-from app.core.config import Settings
 from app.jobs.ray_head import LocalRayHead
-from tests.browser.helpers import new_page, wait_until
+from tests.browser.helpers import dashboard_settings, new_page, wait_until
 from tests.browser.server import LiveServer, live_server
 from tests.service.evaluation_seed import seed_experiment, train_checkpoint
 
@@ -26,13 +25,7 @@ def server(
     ray_head: LocalRayHead, frontend_dist: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
     data_dir = tmp_path_factory.mktemp("browser-eval")
-    settings = Settings(
-        data_dir=data_dir,
-        database_url=f"sqlite:///{data_dir / 'rollout.db'}",
-        ray_address=ray_head.address,
-        jobs_enabled=True,
-        frontend_dir=frontend_dist,
-    )
+    settings = dashboard_settings(data_dir, frontend_dist, ray_address=ray_head.address)
     with live_server(settings) as live:
         yield live
 

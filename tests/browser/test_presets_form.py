@@ -10,8 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.core.config import Settings
-from tests.browser.helpers import new_page
+from tests.browser.helpers import dashboard_settings, new_page
 from tests.browser.server import live_server
 
 pytestmark = pytest.mark.browser
@@ -22,12 +21,7 @@ def test_form_shows_the_preset_marks_its_fields_and_user_values_win(
 ) -> None:
     from playwright.sync_api import expect
 
-    settings = Settings(
-        data_dir=tmp_path,
-        database_url=f"sqlite:///{tmp_path / 'rollout.db'}",
-        jobs_enabled=False,
-        frontend_dir=frontend_dist,
-    )
+    settings = dashboard_settings(tmp_path, frontend_dist)
     errors: list[str] = []
     context, page = new_page(browser, errors, viewport={"width": 1200, "height": 900})
     try:

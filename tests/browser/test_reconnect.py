@@ -14,8 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.core.config import Settings
-from tests.browser.helpers import chart_points, new_page, wait_until
+from tests.browser.helpers import chart_points, dashboard_settings, new_page, wait_until
 from tests.browser.server import free_port, live_server
 from tests.browser.simulate import SimulatedJob
 
@@ -27,12 +26,7 @@ def test_page_goes_offline_reconnects_and_resumes_without_duplicates(
 ) -> None:
     from playwright.sync_api import expect
 
-    settings = Settings(
-        data_dir=tmp_path,
-        database_url=f"sqlite:///{tmp_path / 'rollout.db'}",
-        jobs_enabled=False,
-        frontend_dir=frontend_dist,
-    )
+    settings = dashboard_settings(tmp_path, frontend_dist)
     port = free_port()
     errors: list[str] = []
     context, page = new_page(browser, errors, viewport={"width": 1100, "height": 800})

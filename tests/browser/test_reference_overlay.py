@@ -13,9 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.core.config import Settings
 from app.references.service import list_references
-from tests.browser.helpers import chart_points, new_page, wait_until
+from tests.browser.helpers import chart_points, dashboard_settings, new_page, wait_until
 from tests.browser.server import live_server
 from tests.browser.simulate import SimulatedJob
 
@@ -83,12 +82,7 @@ def test_reference_overlay_on_experiment_and_compare_pages(
     assert list_references(NO_REF_ENV) == []
     reference_end = reference.env_steps.x[-1]
     assert reference_end > 2 * ITERATIONS * 512  # it visibly stretches the axis
-    settings = Settings(
-        data_dir=tmp_path,
-        database_url=f"sqlite:///{tmp_path / 'rollout.db'}",
-        jobs_enabled=False,
-        frontend_dir=frontend_dist,
-    )
+    settings = dashboard_settings(tmp_path, frontend_dist)
     errors: list[str] = []
     context, page = new_page(browser, errors, viewport={"width": 1300, "height": 1000})
     try:

@@ -17,10 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
-from app.core.config import Settings
 from app.core.db import transaction
 from app.experiments import service as experiments
-from tests.browser.helpers import new_page, wait_until
+from tests.browser.helpers import dashboard_settings, new_page, wait_until
 from tests.browser.server import live_server
 
 pytestmark = pytest.mark.browser
@@ -108,12 +107,7 @@ def _problems(status: str, m: dict[str, Any]) -> list[str]:
 def test_every_status_badge_has_a_drawn_icon(
     browser: Any, frontend_dist: Path, tmp_path: Path, artifacts: Path
 ) -> None:
-    settings = Settings(
-        data_dir=tmp_path,
-        database_url=f"sqlite:///{tmp_path / 'rollout.db'}",
-        jobs_enabled=False,
-        frontend_dir=frontend_dist,
-    )
+    settings = dashboard_settings(tmp_path, frontend_dist)
     errors: list[str] = []
     context, page = new_page(browser, errors, viewport={"width": 1200, "height": 900})
     try:

@@ -13,10 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from app.core.config import Settings
 from app.core.db import transaction
 from app.experiments import service as experiments
-from tests.browser.helpers import new_page, wait_until
+from tests.browser.helpers import dashboard_settings, new_page, wait_until
 from tests.browser.server import LiveServer, live_server
 
 pytestmark = pytest.mark.browser
@@ -28,12 +27,7 @@ TITLE = "Episode return (mean over seeds)"
 @pytest.fixture(scope="module")
 def server(frontend_dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     data_dir = tmp_path_factory.mktemp("browser-sweeps")
-    settings = Settings(
-        data_dir=data_dir,
-        database_url=f"sqlite:///{data_dir / 'rollout.db'}",
-        jobs_enabled=False,
-        frontend_dir=frontend_dist,
-    )
+    settings = dashboard_settings(data_dir, frontend_dist)
     with live_server(settings) as live:
         yield live
 
@@ -177,13 +171,11 @@ def ray_server(
     ray_head: Any, frontend_dist: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
     data_dir = tmp_path_factory.mktemp("browser-sweeps-ray")
-    settings = Settings(
-        data_dir=data_dir,
-        database_url=f"sqlite:///{data_dir / 'rollout.db'}",
+    settings = dashboard_settings(
+        data_dir,
+        frontend_dist,
         ray_address=ray_head.address,
-        jobs_enabled=True,
         max_concurrent_experiments=4,
-        frontend_dir=frontend_dist,
     )
     with live_server(settings) as live:
         yield live

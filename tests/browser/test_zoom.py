@@ -14,8 +14,13 @@ from typing import Any
 import httpx
 import pytest
 
-from app.core.config import Settings
-from tests.browser.helpers import chart_drawn, chart_points, new_page, wait_until
+from tests.browser.helpers import (
+    chart_drawn,
+    chart_points,
+    dashboard_settings,
+    new_page,
+    wait_until,
+)
 from tests.browser.server import live_server
 from tests.browser.simulate import SimulatedJob
 
@@ -29,12 +34,7 @@ def test_drag_zoom_fetches_full_resolution(
 ) -> None:
     from playwright.sync_api import expect
 
-    settings = Settings(
-        data_dir=tmp_path,
-        database_url=f"sqlite:///{tmp_path / 'rollout.db'}",
-        jobs_enabled=False,
-        frontend_dir=frontend_dist,
-    )
+    settings = dashboard_settings(tmp_path, frontend_dist)
     errors: list[str] = []
     context, page = new_page(browser, errors, viewport={"width": 1200, "height": 900})
     try:
