@@ -21,10 +21,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import Connection, DateTime, Engine, MetaData, create_engine, event
+from sqlalchemy import Connection, DateTime, Engine, MetaData, create_engine, event, select
 from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 from sqlalchemy.types import TypeDecorator
+
+from app.core.errors import NotFound
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 MIGRATIONS_DIR = PROJECT_ROOT / "migrations"
@@ -197,12 +199,24 @@ def read_only(factory: SessionMaker) -> SessionMaker:
     return twin
 
 
+T = TypeVar("T")
+
+
+def get_row(session: Session, model: type[T], row_id: int, what: str, *, lock: bool = False) -> T:
+    """The `model` row with primary key `row_id` (`lock`: SELECT ... FOR UPDATE), or NotFound
+    ("<what> <id> does not exist")."""
+    stmt = select(model).where(model.id == row_id)  # type: ignore[attr-defined]
+    if lock:
+        stmt = stmt.with_for_update()
+    row = session.scalars(stmt).one_or_none()
+    if row is None:
+        raise NotFound(f"{what} {row_id} does not exist")
+    return row
+
+
 def publish_after_commit(session: Session, topic: str, message: dict[str, Any]) -> None:
     """Queue a live message; it goes out only if the surrounding transaction commits."""
     session.info.setdefault(_PENDING, []).append((topic, message))
-
-
-T = TypeVar("T")
 
 
 @contextmanager

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from app.checkpoints import service as checkpoints
 from app.core.auth import hash_token, issue_claim, new_token, redeem_claim, token_matches
-from app.core.db import publish_after_commit, utcnow
+from app.core.db import get_row, publish_after_commit, utcnow
 from app.core.errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotFound
 from app.evaluations.models import ALLOWED, Evaluation, EvaluationEpisode, EvaluationStatus
 from app.evaluations.schemas import (
@@ -39,13 +39,7 @@ API_PREFIX = "/api/v1"
 
 
 def get(session: Session, evaluation_id: int, *, lock: bool = False) -> Evaluation:
-    stmt = select(Evaluation).where(Evaluation.id == evaluation_id)
-    if lock:
-        stmt = stmt.with_for_update()
-    evaluation = session.scalars(stmt).one_or_none()
-    if evaluation is None:
-        raise NotFound(f"evaluation {evaluation_id} does not exist")
-    return evaluation
+    return get_row(session, Evaluation, evaluation_id, "evaluation", lock=lock)
 
 
 def list_for_experiment(session: Session, experiment_id: int) -> list[Evaluation]:

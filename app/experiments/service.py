@@ -18,8 +18,8 @@ from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session
 
 from app.core.auth import hash_token, issue_claim, new_token, redeem_claim, token_matches
-from app.core.db import publish_after_commit, utcnow
-from app.core.errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotFound
+from app.core.db import get_row, publish_after_commit, utcnow
+from app.core.errors import Conflict, Forbidden, IllegalTransition, InvalidInput
 from app.core.params import MAX_ID
 from app.experiments.lifecycle import ExperimentStatus, can_transition
 from app.experiments.models import Experiment, ExperimentEvent, ExperimentTag, LogLine
@@ -58,13 +58,7 @@ def validate_config(raw: dict[str, Any]) -> PPOConfig:
 
 
 def get(session: Session, experiment_id: int, *, lock: bool = False) -> Experiment:
-    stmt = select(Experiment).where(Experiment.id == experiment_id)
-    if lock:
-        stmt = stmt.with_for_update()
-    exp = session.scalars(stmt).one_or_none()
-    if exp is None:
-        raise NotFound(f"experiment {experiment_id} does not exist")
-    return exp
+    return get_row(session, Experiment, experiment_id, "experiment", lock=lock)
 
 
 def parse_statuses(values: list[str]) -> list[ExperimentStatus]:

@@ -14,8 +14,8 @@ from collections import Counter, defaultdict
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core.db import utcnow
-from app.core.errors import Conflict, InvalidInput, NotFound
+from app.core.db import get_row, utcnow
+from app.core.errors import Conflict, InvalidInput
 from app.experiments import service as experiments
 from app.experiments.lifecycle import ExperimentStatus
 from app.experiments.models import Experiment
@@ -31,13 +31,7 @@ MAX_NAMES = 8
 
 
 def get(session: Session, sweep_id: int, *, lock: bool = False) -> Sweep:
-    stmt = select(Sweep).where(Sweep.id == sweep_id)
-    if lock:
-        stmt = stmt.with_for_update()
-    sweep = session.scalars(stmt).one_or_none()
-    if sweep is None:
-        raise NotFound(f"sweep {sweep_id} does not exist")
-    return sweep
+    return get_row(session, Sweep, sweep_id, "sweep", lock=lock)
 
 
 def members(session: Session, sweep_id: int) -> list[Experiment]:
