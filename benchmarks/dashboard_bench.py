@@ -136,6 +136,32 @@ def bench_chart(browser: Any, server: LiveServer, points: int) -> dict[str, Any]
     }
 
 
+def drive_live(page: Any, jobs: list[SimulatedJob], seconds: int) -> tuple[int, list[float]]:
+    """One iteration per job per second for `seconds` while the page's frames are recorded;
+    returns (updates posted, frame gaps in ms). Long tasks are recorded from the start too."""
+    page.evaluate(LONG_TASKS)
+    page.evaluate(FRAME_PROBE % (seconds * 1000))
+    t_end = time.perf_counter() + seconds
+    posts = 0
+    while time.perf_counter() < t_end:
+        tick = time.perf_counter()
+        for job in jobs:
+            job.iterations(1)
+            posts += 1
+        time.sleep(max(0.0, 1.0 - (time.perf_counter() - tick)))
+    return posts, page.evaluate(FRAMES)[1:]
+
+
+def frame_stats(gaps: list[float], long_tasks: list[float]) -> dict[str, Any]:
+    return {
+        "fps": round(1000 * len(gaps) / max(1.0, sum(gaps)), 1),
+        "frame_p50_ms": round(statistics.median(gaps), 1),
+        "frame_max_ms": round(max(gaps), 1),
+        "long_tasks": len(long_tasks),
+        "long_task_max_ms": round(max(long_tasks, default=0)),
+    }
+
+
 def bench_list(browser: Any, server: LiveServer, n: int, seconds: int) -> dict[str, Any]:
     jobs = []
     for i in range(n):
@@ -147,17 +173,7 @@ def bench_list(browser: Any, server: LiveServer, n: int, seconds: int) -> dict[s
     page.goto(f"{server.url}/#/")
     wait(lambda: page.locator("tbody tr").count() >= n, 30)
     page.locator("#conn[data-state=online]").wait_for(timeout=30_000)
-    page.evaluate(LONG_TASKS)
-    page.evaluate(FRAME_PROBE % (seconds * 1000))
-    t_end = time.perf_counter() + seconds
-    posts = 0
-    while time.perf_counter() < t_end:
-        tick = time.perf_counter()
-        for job in jobs:  # one iteration per experiment per second
-            job.iterations(1)
-            posts += 1
-        time.sleep(max(0.0, 1.0 - (time.perf_counter() - tick)))
-    gaps = page.evaluate(FRAMES)[1:]
+    posts, gaps = drive_live(page, jobs, seconds)
     final = jobs[0].step
     # How late is the last update on screen after the final post?
     first_row = page.locator(f'tr[data-id="{jobs[0].experiment_id}"] td.num').nth(2)
@@ -171,11 +187,7 @@ def bench_list(browser: Any, server: LiveServer, n: int, seconds: int) -> dict[s
         "experiments": n,
         "seconds": seconds,
         "updates_posted": posts,
-        "fps": round(1000 * len(gaps) / max(1.0, sum(gaps)), 1),
-        "frame_p50_ms": round(statistics.median(gaps), 1),
-        "frame_max_ms": round(max(gaps), 1),
-        "long_tasks": len(long_tasks),
-        "long_task_max_ms": round(max(long_tasks, default=0)),
+        **frame_stats(gaps, long_tasks),
         "last_update_shown_after_s": round(lag_s, 2),
     }
 
@@ -202,17 +214,7 @@ def bench_sweep(browser: Any, server: LiveServer, seconds: int) -> dict[str, Any
     chart = '[data-chart="Episode return (mean over seeds)"]'
     wait(lambda: int(page.locator(chart).get_attribute("data-points") or 0) > 2, 30)
     page.locator("#conn[data-state=online]").wait_for(timeout=30_000)
-    page.evaluate(LONG_TASKS)
-    page.evaluate(FRAME_PROBE % (seconds * 1000))
-    t_end = time.perf_counter() + seconds
-    posts = 0
-    while time.perf_counter() < t_end:
-        tick = time.perf_counter()
-        for job in jobs:  # one iteration per member per second
-            job.iterations(1)
-            posts += 1
-        time.sleep(max(0.0, 1.0 - (time.perf_counter() - tick)))
-    gaps = page.evaluate(FRAMES)[1:]
+    posts, gaps = drive_live(page, jobs, seconds)
     long_tasks = page.evaluate("() => window.__long")
     page.close()
     for job in jobs:
@@ -221,11 +223,7 @@ def bench_sweep(browser: Any, server: LiveServer, seconds: int) -> dict[str, Any
         "members": len(jobs),
         "seconds": seconds,
         "updates_posted": posts,
-        "fps": round(1000 * len(gaps) / max(1.0, sum(gaps)), 1),
-        "frame_p50_ms": round(statistics.median(gaps), 1),
-        "frame_max_ms": round(max(gaps), 1),
-        "long_tasks": len(long_tasks),
-        "long_task_max_ms": round(max(long_tasks, default=0)),
+        **frame_stats(gaps, long_tasks),
     }
 
 
