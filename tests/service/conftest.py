@@ -16,7 +16,14 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, inspect, text
 
 from app.core.config import Settings
-from app.core.db import import_models, transaction
+from app.core.db import (
+    SessionMaker,
+    import_models,
+    make_engine,
+    make_sessionmaker,
+    migrate,
+    transaction,
+)
 from app.experiments import service as experiments
 from app.main import create_app
 from tests.service.postgres import fresh_database, postgres_available
@@ -76,6 +83,15 @@ def database_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -
         yield f"sqlite:///{tmp_path / 'rollout.db'}"
         return
     yield request.getfixturevalue("postgres_url")
+
+
+@pytest.fixture
+def sessionmaker(database_url: str) -> Iterator[SessionMaker]:
+    """Sessions on a migrated `database_url` (both backends), without an app."""
+    engine = make_engine(database_url)
+    migrate(engine)
+    yield make_sessionmaker(engine)
+    engine.dispose()
 
 
 @pytest.fixture

@@ -5,13 +5,12 @@ every way a job can end without reporting shown on the evaluation."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from app.checkpoints.models import Checkpoint
-from app.core.db import SessionMaker, make_engine, make_sessionmaker, migrate, transaction
+from app.core.db import SessionMaker, transaction
 from app.core.errors import Forbidden
 from app.evaluations import service as evaluations
 from app.evaluations.scheduling import EVALUATION_RESOURCES, MISSING_GRACE_S, oldest_first
@@ -29,14 +28,6 @@ from tests.service.test_jobs_reconciler import (
     tick,
 )
 from trainer.wire import ENV_EVALUATION_ID
-
-
-@pytest.fixture
-def sessionmaker(database_url: str) -> Iterator[SessionMaker]:
-    engine = make_engine(database_url)
-    migrate(engine)
-    yield make_sessionmaker(engine)
-    engine.dispose()
 
 
 @pytest.fixture

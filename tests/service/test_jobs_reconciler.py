@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ import pytest
 from sqlalchemy import update
 
 from app.core.config import Settings
-from app.core.db import SessionMaker, make_engine, make_sessionmaker, migrate, transaction
+from app.core.db import SessionMaker, transaction
 from app.core.errors import Forbidden
 from app.experiments import service
 from app.experiments.models import Experiment
@@ -61,15 +60,6 @@ class ScriptedRay:
 
     async def cluster_resources(self) -> ClusterResources | None:
         return self.cluster
-
-
-@pytest.fixture
-def sessionmaker(database_url: str) -> Iterator[SessionMaker]:
-    """SQLite and PostgreSQL (the `database_url` fixture of this package)."""
-    engine = make_engine(database_url)
-    migrate(engine)
-    yield make_sessionmaker(engine)
-    engine.dispose()
 
 
 @pytest.fixture

@@ -3,12 +3,11 @@ at once, without holding up the work queued behind them (SQLite and PostgreSQL).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from app.core.db import SessionMaker, make_engine, make_sessionmaker, migrate, transaction
+from app.core.db import SessionMaker, transaction
 from app.sweeps import service as sweeps
 from app.sweeps.schemas import SweepCreate
 from tests.service.test_jobs_reconciler import (
@@ -19,14 +18,6 @@ from tests.service.test_jobs_reconciler import (
     status,
     tick,
 )
-
-
-@pytest.fixture
-def sessionmaker(database_url: str) -> Iterator[SessionMaker]:
-    engine = make_engine(database_url)
-    migrate(engine)
-    yield make_sessionmaker(engine)
-    engine.dispose()
 
 
 @pytest.fixture
