@@ -6,23 +6,29 @@ websockets, spread over several client processes):
 
 - E simulated experiments report like real trainer jobs: their own job token, the real ingest
   endpoint (`POST /api/v1/jobs/experiments/{id}/metrics`), one row of 30 metrics per
-  iteration at `--rate` iterations/s (rows that fall due while a POST is in flight go in the
-  next batch, as the job's reporter does), a log line per iteration and a small checkpoint
-  upload every `--checkpoint-every` iterations. Experiment i talks to API process i mod N.
+  iteration at `--rate` iterations/s, each job on its own phase (rows that fall due while a
+  POST is in flight go in the next batch, as the job's reporter does), a log line per
+  iteration and a small checkpoint upload every `--checkpoint-every` iterations. Experiment i
+  talks to API process i mod N.
 - W websocket clients: most follow one experiment's stream, on API processes other than the
   one that ingests it (so every message crosses processes through LISTEN/NOTIFY); every tenth
   follows the list stream. Each row carries the monotonic time just before its POST; a client
   that receives it computes ingest -> websocket latency (CLOCK_MONOTONIC is system-wide).
-- a query storm: Q tasks loop over GET metrics (all series, max_points=1000), the experiment
-  list, one experiment and its checkpoints;
+- a query storm over GET metrics (all series, max_points=1000), the experiment list, one
+  experiment and its checkpoints: `--query-rate` queries/s arriving open loop (Poisson, each
+  timed from when it was due, so a backlog shows), and/or `--query-tasks` closed loops that
+  each send the next query when the last is answered (they take whatever the machine has);
 - /health of every API process probed every 50 ms throughout.
+
+The jobs, the storm and the /health probe each run in a process of their own, and the
+websocket clients in `--ws-procs` more: a busy client loop must not delay another one's clock.
 
 Errors (must be 0): failed or non-2xx requests, websocket failures, steps a stream client never
 received, and stored point counts that differ from what the jobs sent. Closes with 1013 ("catch
 up": a lagging client) are reconnected with since_step and reported separately.
 
-    .venv/bin/python -m benchmarks.load_bench --workers 4 --experiments 20 --ws-clients 100 \\
-        --duration 60 --write docs/benchmarks.md
+    .venv/bin/python -m benchmarks.load_bench --workers 2 --experiments 20 --ws-clients 100 \\
+        --query-rate 100 --duration 60 --write docs/benchmarks.md
 """
 
 from __future__ import annotations
@@ -60,7 +66,8 @@ class Plan:
     experiments: list[tuple[int, str]]  # (id, job token)
     ws_clients: int
     rate: float
-    queries: int
+    query_rate: float  # open-loop storm: queries/s, Poisson arrivals (0: none)
+    query_tasks: int  # closed-loop storm: tasks that each send the next query on a reply
     checkpoint_every: int
     checkpoint_bytes: int
     start_at: float = 0.0  # time.monotonic() of the measured start (set by the gate)
@@ -110,15 +117,18 @@ async def _job(plan: Plan, index: int, result: Result) -> None:
     rng = random.Random(exp_id)
     names = [f"metric_{i:02d}" for i in range(METRICS_PER_ROW - 1)]
     archive = rng.randbytes(plan.checkpoint_bytes)
+    # Real jobs start at different times: each iterates on its own phase, not in lockstep with
+    # the others (20 jobs ticking at the same instant would be a burst no real cluster sends).
+    start_at = plan.start_at + rng.random() / plan.rate
     k = 0
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:
         while True:
             now = time.monotonic()
             if now >= plan.end_at:
                 break
-            due = math.floor((now - plan.start_at) * plan.rate) + 1
+            due = math.floor((now - start_at) * plan.rate) + 1
             if due <= k:
-                await asyncio.sleep(plan.start_at + k / plan.rate - now)
+                await asyncio.sleep(start_at + k / plan.rate - now)
                 continue
             sent_at = time.monotonic()
             rows = [
@@ -170,31 +180,83 @@ async def _upload(client: httpx.AsyncClient, result: Result, base: str, k: int, 
 # --- query storm and health ---------------------------------------------------------------------
 
 
-async def _storm(plan: Plan, index: int, result: Result) -> None:
+STORM_MAX_IN_FLIGHT = 256
+
+
+def _storm_query(rng: random.Random, plan: Plan) -> tuple[str, dict[str, Any]]:
+    exp_id = rng.choice(plan.experiments)[0]
+    return rng.choice(
+        [
+            (f"/experiments/{exp_id}/metrics", {"max_points": 1000}),
+            ("/experiments", {"limit": 50}),
+            (f"/experiments/{exp_id}", {}),
+            (f"/experiments/{exp_id}/checkpoints", {}),
+        ]
+    )
+
+
+async def _query(
+    client: httpx.AsyncClient, result: Result, path: str, params: dict[str, Any], since: float
+) -> None:
+    """One storm query; its latency counts from `since` (when it was due)."""
+    try:
+        response = await client.get(path, params=params)
+    except httpx.HTTPError as exc:
+        _error(result, f"GET {path}: {type(exc).__name__}")
+        return
+    result.query_ms.append((time.monotonic() - since) * 1000)
+    if response.status_code != 200:
+        _error(result, f"GET {path}: {response.status_code}")
+
+
+async def _storm_closed(plan: Plan, index: int, result: Result) -> None:
+    """A closed loop: the next query goes out when the reply to the last one is in."""
     url = plan.urls[index % len(plan.urls)]
     rng = random.Random(index)
     async with httpx.AsyncClient(base_url=f"{url}/api/v1", timeout=30) as client:
         while time.monotonic() < plan.start_at:
             await asyncio.sleep(0.05)
         while time.monotonic() < plan.end_at:
-            exp_id = rng.choice(plan.experiments)[0]
-            path, params = rng.choice(
-                [
-                    (f"/experiments/{exp_id}/metrics", {"max_points": 1000}),
-                    ("/experiments", {"limit": 50}),
-                    (f"/experiments/{exp_id}", {}),
-                    (f"/experiments/{exp_id}/checkpoints", {}),
-                ]
-            )
-            start = time.monotonic()
-            try:
-                response = await client.get(path, params=params)
-            except httpx.HTTPError as exc:
-                _error(result, f"GET {path}: {type(exc).__name__}")
+            path, params = _storm_query(rng, plan)
+            await _query(client, result, path, params, time.monotonic())
+
+
+async def _storm_open(plan: Plan, result: Result) -> None:
+    """An open loop: queries arrive at `plan.query_rate` per second (Poisson), round-robin over
+    the API processes, whether or not earlier ones were answered; each one's latency counts
+    from when it was due, so a slow service cannot hide its backlog (no coordinated
+    omission). More than STORM_MAX_IN_FLIGHT unanswered queries is an error."""
+    rng = random.Random(0)
+    clients = [
+        httpx.AsyncClient(
+            base_url=f"{u}/api/v1",
+            timeout=30,
+            limits=httpx.Limits(max_connections=STORM_MAX_IN_FLIGHT),
+        )
+        for u in plan.urls
+    ]
+    in_flight: set[asyncio.Task[None]] = set()
+    try:
+        due = plan.start_at
+        i = 0
+        while True:
+            due += rng.expovariate(plan.query_rate)
+            if due >= plan.end_at:
+                break
+            await asyncio.sleep(max(0.0, due - time.monotonic()))
+            if len(in_flight) >= STORM_MAX_IN_FLIGHT:
+                _error(result, f"query storm: {len(in_flight)} queries unanswered")
                 continue
-            result.query_ms.append((time.monotonic() - start) * 1000)
-            if response.status_code != 200:
-                _error(result, f"GET {path}: {response.status_code}")
+            path, params = _storm_query(rng, plan)
+            task = asyncio.create_task(_query(clients[i % len(clients)], result, path, params, due))
+            i += 1
+            in_flight.add(task)
+            task.add_done_callback(in_flight.discard)
+        if in_flight:
+            await asyncio.wait(in_flight, timeout=60)
+    finally:
+        for client in clients:
+            await client.aclose()
 
 
 async def _health(plan: Plan, result: Result) -> None:
@@ -343,22 +405,32 @@ class _Gate:
 def _run_followers(
     plan: Plan, shard: int, shards: int, expected: Any, gate: _Gate, out: Any
 ) -> None:
-    out.put(asdict(asyncio.run(_followers(plan, shard, shards, expected, gate))))
+    out.put(("followers", asdict(asyncio.run(_followers(plan, shard, shards, expected, gate)))))
 
 
-def _run_load(plan: Plan, gate: _Gate, out: Any) -> None:
+LOAD_ROLES = ("jobs", "storm", "health")
+
+
+def _run_load(plan: Plan, role: str, gate: _Gate, out: Any) -> None:
+    """One kind of load per process: a busy client (the storm's JSON parsing, twenty jobs)
+    must not delay the clock of another measurement (a /health probe) on the same loop."""
     import httpx  # noqa: F401  (imported before the clock starts)
 
     plan = gate.wait(plan)
 
     async def main() -> Result:
         result = Result()
-        jobs = [_job(plan, i, result) for i in range(len(plan.experiments))]
-        storm = [_storm(plan, i, result) for i in range(plan.queries)]
-        await asyncio.gather(*jobs, *storm, _health(plan, result))
+        if role == "jobs":
+            await asyncio.gather(*(_job(plan, i, result) for i in range(len(plan.experiments))))
+        elif role == "storm":
+            closed = (_storm_closed(plan, i, result) for i in range(plan.query_tasks))
+            opened = [_storm_open(plan, result)] if plan.query_rate > 0 else []
+            await asyncio.gather(*closed, *opened)
+        else:
+            await _health(plan, result)
         return result
 
-    out.put(asdict(asyncio.run(main())))
+    out.put((role, asdict(asyncio.run(main()))))
 
 
 # --- set-up -------------------------------------------------------------------------------------
@@ -417,11 +489,12 @@ def run(args: argparse.Namespace, database_url: str) -> dict[str, Any]:
             experiments=_experiments(database_url, args.experiments),
             ws_clients=args.ws_clients,
             rate=args.rate,
-            queries=args.queries,
+            query_rate=args.query_rate,
+            query_tasks=args.query_tasks,
             checkpoint_every=args.checkpoint_every,
             checkpoint_bytes=args.checkpoint_kb * 1024,
         )
-        total = _drive(plan, args.client_procs, args.warmup, args.duration)
+        total = _drive(plan, args.ws_procs, args.warmup, args.duration)
         for exp_id, rows in total.rows_sent.items():
             stored = _stored_rows(urls[0], exp_id)
             if stored != rows:
@@ -429,33 +502,39 @@ def run(args: argparse.Namespace, database_url: str) -> dict[str, Any]:
     return summarize(args, total)
 
 
-def _drive(plan: Plan, client_procs: int, warmup_s: float, duration_s: float) -> Result:
-    """Run the load process and the websocket processes; merge what they measured."""
+def _drive(plan: Plan, ws_procs: int, warmup_s: float, duration_s: float) -> Result:
+    """Run the load processes (jobs, storm, health) and the websocket processes; merge what
+    they measured."""
     ctx = mp.get_context("spawn")
     out, expected = ctx.Queue(), ctx.Queue()
     gate = _Gate(ctx.Queue(), ctx.Queue())
-    shards = max(1, client_procs - 1)
+    shards = max(1, ws_procs)
     followers = [
         ctx.Process(target=_run_followers, args=(plan, s, shards, expected, gate, out))
         for s in range(shards)
     ]
-    load = ctx.Process(target=_run_load, args=(plan, gate, out))
-    for process in [*followers, load]:
+    loads = [ctx.Process(target=_run_load, args=(plan, r, gate, out)) for r in LOAD_ROLES]
+    processes = [*followers, *loads]
+    for process in processes:
         process.start()
     total = Result()
     try:
-        for _ in range(shards + 1):
+        for _ in processes:
             gate.readies.get(timeout=300)
         start_at = time.monotonic() + warmup_s
-        gate.go.put((start_at, start_at + duration_s))
-        load_result = Result(**out.get(timeout=warmup_s + duration_s + 120))
-        for _ in followers:
-            expected.put(load_result.rows_sent)
-        total.merge(load_result)
-        for _ in followers:
-            total.merge(Result(**out.get(timeout=120)))
+        for _ in loads:
+            gate.go.put((start_at, start_at + duration_s))
+        pending = len(processes)
+        while pending:
+            role, fields = out.get(timeout=warmup_s + duration_s + 120)
+            pending -= 1
+            result = Result(**fields)
+            total.merge(result)
+            if role == "jobs":
+                for _ in followers:
+                    expected.put(result.rows_sent)
     finally:
-        for process in [*followers, load]:
+        for process in processes:
             process.join(timeout=30)
             if process.is_alive():
                 process.kill()
@@ -493,7 +572,8 @@ def command(args: argparse.Namespace) -> str:
     return (
         f".venv/bin/python -m benchmarks.load_bench --workers {args.workers} "
         f"--experiments {args.experiments} --ws-clients {args.ws_clients} "
-        f"--rate {args.rate:g} --queries {args.queries} --duration {args.duration:g} "
+        f"--rate {args.rate:g} --query-rate {args.query_rate:g} --query-tasks {args.query_tasks} "
+        f"--duration {args.duration:g} "
         "--write docs/benchmarks.md"
     )
 
@@ -529,10 +609,12 @@ def markdown(args: argparse.Namespace, s: dict[str, Any]) -> str:
         f"database; {args.experiments} simulated jobs ({args.rate:g} iterations/s each, "
         f"{METRICS_PER_ROW} metrics per row, a log line per iteration, a "
         f"{args.checkpoint_kb} kB checkpoint every {args.checkpoint_every} iterations); "
-        f"{args.ws_clients} websocket clients; {args.queries} query-storm tasks; /health every "
+        f"{args.ws_clients} websocket clients; {_storm_words(args)}; /health every "
         f"{HEALTH_EVERY_S * 1000:.0f} ms; {args.duration:g} s measured after "
         f"{args.warmup:g} s of warm-up. Client: our own asyncio client (httpx + websockets) "
-        f"in {args.client_procs} processes.",
+        f"in {args.ws_procs + len(LOAD_ROLES)} processes ({args.ws_procs} for the websockets, "
+        "one each for the jobs, the query storm and the /health probe); each job iterates on "
+        "its own phase.",
         "",
         "| measure | value | target | |",
         "|---|---|---|---|",
@@ -540,6 +622,15 @@ def markdown(args: argparse.Namespace, s: dict[str, Any]) -> str:
         END,
     ]
     return "\n".join(lines)
+
+
+def _storm_words(args: argparse.Namespace) -> str:
+    parts = []
+    if args.query_rate > 0:
+        parts.append(f"a query storm of {args.query_rate:g} queries/s (open loop, Poisson)")
+    if args.query_tasks:
+        parts.append(f"{args.query_tasks} closed-loop query-storm tasks")
+    return " and ".join(parts) or "no query storm"
 
 
 def write(path: Path, section: str) -> None:
@@ -557,16 +648,33 @@ def write(path: Path, section: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workers", type=int, default=4, help="API processes")
+    parser.add_argument("--workers", type=int, default=2, help="API processes (about one per core)")
     parser.add_argument("--experiments", type=int, default=20)
     parser.add_argument("--ws-clients", type=int, default=100)
     parser.add_argument("--rate", type=float, default=2.0, help="iterations/s per experiment")
-    parser.add_argument("--queries", type=int, default=4, help="query-storm tasks")
+    parser.add_argument(
+        "--query-rate",
+        type=float,
+        default=100.0,
+        help="open-loop query storm, queries/s (Poisson arrivals; 0: none)",
+    )
+    parser.add_argument(
+        "--query-tasks",
+        type=int,
+        default=0,
+        help="closed-loop query storm: tasks that each send a query as soon as the last is in",
+    )
     parser.add_argument("--checkpoint-every", type=int, default=20, help="0: no checkpoints")
     parser.add_argument("--checkpoint-kb", type=int, default=100)
     parser.add_argument("--duration", type=float, default=60.0, help="measured seconds")
     parser.add_argument("--warmup", type=float, default=5.0)
-    parser.add_argument("--client-procs", type=int, default=3, help="load + websocket procs")
+    parser.add_argument(
+        "--ws-procs",
+        type=int,
+        default=2,
+        help="websocket client processes (besides one "
+        "process each for the jobs, the query storm and the /health probe)",
+    )
     parser.add_argument("--database-url", help="default: a fresh database on 127.0.0.1:5432")
     parser.add_argument("--write", type=Path, help="update this markdown file's Load section")
     args = parser.parse_args()

@@ -5,9 +5,11 @@ reach websocket clients of all of them. Messages are then sent with `pg_notify` 
 transaction that wrote the data (PostgreSQL delivers them at commit, in commit order, and
 drops them on rollback), and every process runs a `PgListener` thread that LISTENs and hands
 them to its in-process hub. A NOTIFY payload is limited to 8000 bytes, so large messages are
-split (logs by lines) and over-long texts are shortened. Metric batches travel as a reference
-(`metrics_ref`: experiment and step range); a process with subscribers to that experiment reads
-the points back from the database, one that has none does no work at all.
+split (logs by lines) and over-long texts are shortened. A metric batch that fits one payload
+(a trainer iteration's row of a few dozen metrics does) travels inline, so no process reads it
+back; a larger one (a backlog flushed after an outage) travels as a reference (`metrics_ref`:
+experiment and step range), and only a process with subscribers to that experiment reads the
+points back from the database.
 """
 
 from __future__ import annotations
@@ -92,8 +94,6 @@ def payloads(topic: str, message: dict[str, Any]) -> list[str]:
 
 
 def _by_reference(message: dict[str, Any]) -> dict[str, Any]:
-    if message.get("type") != "metrics" or not message["step"]:
-        return message
     return {
         "type": "metrics_ref",
         "experiment_id": message["experiment_id"],
@@ -102,10 +102,21 @@ def _by_reference(message: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def notify_payloads(topic: str, message: dict[str, Any]) -> list[str]:
+    """The NOTIFY payloads for one message: metrics inline when they fit one payload (every
+    listener then has them without a read-back), else by reference; others via `payloads`."""
+    if message.get("type") == "metrics" and message["step"]:
+        encoded = _encode(topic, message)
+        if len(encoded.encode()) <= MAX_PAYLOAD:
+            return [encoded]
+        return payloads(topic, _by_reference(message))
+    return payloads(topic, message)
+
+
 def notify(session: Session, messages: list[tuple[str, dict[str, Any]]]) -> None:
     """Send the messages in the session's transaction (one statement); PostgreSQL delivers
     them to every listener at commit, in order."""
-    parts = [p for topic, message in messages for p in payloads(topic, _by_reference(message))]
+    parts = [p for topic, message in messages for p in notify_payloads(topic, message)]
     if parts:
         session.execute(
             text("SELECT pg_notify(:channel, p) FROM unnest(CAST(:parts AS text[])) AS t(p)"),

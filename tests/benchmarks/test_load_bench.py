@@ -23,12 +23,13 @@ def test_a_small_load_run_has_no_errors_and_writes_its_table(tmp_path: Path) -> 
         experiments=3,
         ws_clients=10,
         rate=2.0,
-        queries=1,
+        query_rate=20.0,
+        query_tasks=1,
         checkpoint_every=3,
         checkpoint_kb=10,
         duration=4.0,
         warmup=1.0,
-        client_procs=2,
+        ws_procs=1,
     )
     with fresh_database() as url:
         summary = load_bench.run(args, url)
