@@ -7,6 +7,8 @@ queue; one that falls too far behind is told so (`Lagged`) and its websocket clo
 client reconnects with `since_step` to catch up from the database. `resync` does the same on
 purpose, for subscribers that may have missed messages (the PostgreSQL feed was down).
 
+Each message is encoded to JSON once per process, however many websockets send it.
+
 `feed` says where messages come from and whether that source is connected (/health shows it).
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -27,13 +30,30 @@ class Lagged(Exception):
     """The subscriber's queue overflowed; messages were dropped."""
 
 
+class LiveMessage:
+    """One published message as every subscriber of its topic receives it: the object, and its
+    JSON text, encoded on first use and then shared by all the websockets that send it."""
+
+    __slots__ = ("_text", "data")
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self._text: str | None = None
+
+    @property
+    def text(self) -> str:
+        if self._text is None:  # only the event loop's thread reads it: no lock needed
+            self._text = json.dumps(self.data, separators=(",", ":"), ensure_ascii=False)
+        return self._text
+
+
 class Subscription:
     def __init__(self, max_queue: int) -> None:
         self._queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=max_queue + 1)
         self._max = max_queue
         self.lagged = False
 
-    def _offer(self, message: dict[str, Any]) -> None:
+    def _offer(self, message: LiveMessage) -> None:
         if self.lagged:
             return
         if self._queue.qsize() >= self._max:
@@ -46,7 +66,7 @@ class Subscription:
             self.lagged = True
             self._queue.put_nowait(_LAGGED)
 
-    async def get(self) -> dict[str, Any]:
+    async def get(self) -> LiveMessage:
         item = await self._queue.get()
         if item is _LAGGED:
             raise Lagged("subscriber fell behind")
@@ -104,8 +124,12 @@ class LiveHub:
             loop.call_soon_threadsafe(self._deliver, topic, message)
 
     def _deliver(self, topic: str, message: dict[str, Any]) -> None:
-        for subscription in tuple(self._subscribers.get(topic, ())):
-            subscription._offer(message)
+        subscriptions = self._subscribers.get(topic)
+        if not subscriptions:
+            return
+        shared = LiveMessage(message)
+        for subscription in tuple(subscriptions):
+            subscription._offer(shared)
 
     def resync(self, topic: str | None = None) -> None:
         """Make the subscribers of `topic` (all, without one) reconnect and catch up from the

@@ -16,7 +16,7 @@ from app.core.errors import NotFound, RolloutError
 from app.core.params import MAX_INT64, MIN_INT64, ExperimentId
 from app.experiments import service as experiments
 from app.experiments.progress import to_public
-from app.live.hub import Lagged, LiveHub, Subscription
+from app.live.hub import Lagged, LiveHub, LiveMessage, Subscription
 from app.live.topics import ALL_EXPERIMENTS, columnar, experiment_topic, metrics_message
 from app.metrics.service import recent_points
 
@@ -87,15 +87,17 @@ def _load_backlog(websocket: WebSocket, experiment_id: int, since: int) -> list[
         return _backlog(session, experiment_id, since)
 
 
-def _drop_seen_steps(message: dict[str, Any], last_step: int) -> dict[str, Any] | None:
+def _drop_seen_steps(live: LiveMessage, last_step: int) -> LiveMessage | None:
     """Live metrics already covered by the backlog (published while it was read) are dropped."""
+    message = live.data
     if message.get("type") != "metrics" or not message["step"] or message["step"][0] > last_step:
-        return message
+        return live
     keep = [i for i, s in enumerate(message["step"]) if s > last_step]
     if not keep:
         return None
     series = {n: [col[i] for i in keep] for n, col in message["series"].items()}
-    return metrics_message(message["experiment_id"], [message["step"][i] for i in keep], series)
+    steps = [message["step"][i] for i in keep]
+    return LiveMessage(metrics_message(message["experiment_id"], steps, series))
 
 
 async def _pump(websocket: WebSocket, subscription: Subscription, last_step: int) -> None:
@@ -105,7 +107,7 @@ async def _pump(websocket: WebSocket, subscription: Subscription, last_step: int
         while True:
             message = _drop_seen_steps(await subscription.get(), last_step)
             if message is not None:
-                await websocket.send_json(message)
+                await websocket.send_text(message.text)
 
     async def watch_disconnect() -> None:
         while True:

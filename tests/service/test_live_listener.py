@@ -145,7 +145,7 @@ def test_a_delivery_that_fails_does_not_kill_the_listener(postgres_url):
                     await asyncio.wait_for(first.get(), 20)
             async with hub.subscribe("experiment:1") as second:
                 await asyncio.to_thread(notify, 2)
-                return await asyncio.wait_for(second.get(), 20)
+                return (await asyncio.wait_for(second.get(), 20)).data
         finally:
             await asyncio.to_thread(listener.stop)
             await hub.stop()

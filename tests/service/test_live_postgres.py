@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from app.core.config import Settings
 from app.core.db import transaction
 from app.experiments import service
-from app.live.pg_notify import MAX_PAYLOAD, payloads
+from app.live.pg_notify import MAX_PAYLOAD, notify_payloads, payloads
 from app.main import create_app
 
 pytestmark = pytest.mark.timeout(60)
@@ -53,6 +53,74 @@ def test_ingest_on_one_process_reaches_a_client_of_another(postgres_url, tmp_pat
                     assert message["series"]["m7"] == [float(s) for s in message["step"]]
                     steps += message["step"]
             assert steps == list(range(1, 201))  # split for NOTIFY, in order, complete
+
+
+@pytest.mark.postgres
+def test_a_small_batch_reaches_another_process_without_a_read_back(
+    postgres_url, tmp_path, monkeypatch
+):
+    """An iteration's row travels inline in its NOTIFY: no process reads it back."""
+
+    def no_read_back(*args, **kwargs):
+        raise AssertionError("a small batch was read back from the database")
+
+    monkeypatch.setattr("app.main.metrics_message_between", no_read_back)
+
+    def settings(name: str) -> Settings:
+        return Settings(
+            database_url=postgres_url,
+            data_dir=tmp_path / name,
+            jobs_enabled=False,
+            frontend_dir=tmp_path / "none",
+        )
+
+    first, second = create_app(settings("a")), create_app(settings("b"))
+    with TestClient(first) as a, TestClient(second) as b:
+        exp = a.post("/api/v1/experiments", json={"name": "inline", "config": {}}).json()
+        with transaction(second.state.sessionmaker) as session:
+            token = service.issue_job_token(session, exp["id"])
+        with a.websocket_connect(f"/api/v1/experiments/{exp['id']}/stream") as ws:
+            while ws.receive_json()["type"] != "status":
+                pass
+            for step in (1, 2):
+                row = {
+                    "step": step,
+                    "time_s": 0.5,
+                    "values": {f"m{i}": step / 2 for i in range(40)},
+                }
+                response = b.post(
+                    f"/api/v1/jobs/experiments/{exp['id']}/metrics",
+                    json={"rows": [row]},
+                    headers={"Authorization": f"Bearer {token}"},
+                )
+                assert response.status_code == 200
+                message = ws.receive_json()
+                while message["type"] != "metrics":
+                    message = ws.receive_json()
+                assert message["step"] == [step]
+                assert message["series"]["m39"] == [step / 2]
+                assert message["series"]["time_s"] == [0.5]
+
+
+def test_metrics_go_inline_when_they_fit_and_by_reference_when_not():
+    small = {
+        "type": "metrics",
+        "experiment_id": 1,
+        "step": [1024],
+        "series": {f"metric_{i:02d}": [0.123456789] for i in range(60)},
+    }
+    [part] = notify_payloads("experiment:1", small)
+    assert json.loads(part) == {"t": "experiment:1", "m": small}
+    large = {**small, "step": list(range(100)), "series": {f"m{i}": [0.5] * 100 for i in range(20)}}
+    [ref] = notify_payloads("experiment:1", large)
+    assert json.loads(ref)["m"] == {
+        "type": "metrics_ref",
+        "experiment_id": 1,
+        "step_min": 0,
+        "step_max": 99,
+    }
+    log = {"type": "log", "experiment_id": 1, "lines": ["a"]}
+    assert notify_payloads("experiment:1", log) == payloads("experiment:1", log)
 
 
 def test_large_messages_are_split_under_the_notify_limit():
