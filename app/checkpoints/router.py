@@ -31,12 +31,12 @@ log = logging.getLogger(__name__)
 
 @router.get("/{experiment_id}/checkpoints", response_model=list[CheckpointPublic])
 def list_checkpoints(experiment_id: ExperimentId, session: SessionDep) -> list[CheckpointPublic]:
-    experiments.get(session, experiment_id)
+    experiments.require(session, experiment_id)
     return service.to_public(service.all_checkpoints(session, experiment_id))
 
 
 def _archive_response(session: Session, root: Path, experiment_id: int, ref: str) -> FileResponse:
-    experiments.get(session, experiment_id)
+    experiments.require(session, experiment_id)
     checkpoint = service.resolve(session, experiment_id, ref)
     path = root / checkpoint.path
     if not path.is_file():

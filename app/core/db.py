@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -24,6 +24,7 @@ from typing import Any, Protocol, TypeVar
 from sqlalchemy import Connection, DateTime, Engine, MetaData, create_engine, event, select
 from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+from sqlalchemy.sql.base import ExecutableOption
 from sqlalchemy.types import TypeDecorator
 
 from app.core.errors import NotFound
@@ -146,7 +147,9 @@ def make_sessionmaker(
     (the service's, in `session.info["settings"]`) give domain services their limits.
     """
     import_models()  # every table a flush may need (a foreign key names a model not imported)
-    info = {"hub": hub, "settings": settings}
+    # Each session's info is a shallow copy: `progress_announced` (experiment id -> monotonic
+    # time of its last progress announcement) is one dict for all sessions of this factory.
+    info = {"hub": hub, "settings": settings, "progress_announced": {}}
     factory = sessionmaker(bind=engine, expire_on_commit=False, info=info)
     _READ_ONLY_TWINS[factory] = make_read_only_sessionmaker(engine)
 
@@ -202,10 +205,18 @@ def read_only(factory: SessionMaker) -> SessionMaker:
 T = TypeVar("T")
 
 
-def get_row(session: Session, model: type[T], row_id: int, what: str, *, lock: bool = False) -> T:
+def get_row(
+    session: Session,
+    model: type[T],
+    row_id: int,
+    what: str,
+    *,
+    lock: bool = False,
+    options: Sequence[ExecutableOption] = (),
+) -> T:
     """The `model` row with primary key `row_id` (`lock`: SELECT ... FOR UPDATE), or NotFound
     ("<what> <id> does not exist")."""
-    stmt = select(model).where(model.id == row_id)  # type: ignore[attr-defined]
+    stmt = select(model).where(model.id == row_id).options(*options)  # type: ignore[attr-defined]
     if lock:
         stmt = stmt.with_for_update()
     row = session.scalars(stmt).one_or_none()

@@ -44,7 +44,7 @@ def get(session: Session, evaluation_id: int, *, lock: bool = False) -> Evaluati
 
 def list_for_experiment(session: Session, experiment_id: int) -> list[Evaluation]:
     """Newest first."""
-    experiments.get(session, experiment_id)
+    experiments.require(session, experiment_id)
     stmt = (
         select(Evaluation)
         .where(Evaluation.experiment_id == experiment_id)

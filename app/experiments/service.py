@@ -12,14 +12,15 @@ created experiments simply stay `pending`.
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any, Protocol
 
 from sqlalchemy import delete, exists, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, lazyload
 
 from app.core.auth import hash_token, issue_claim, new_token, redeem_claim, token_matches
 from app.core.db import get_row, publish_after_commit, utcnow
-from app.core.errors import Conflict, Forbidden, IllegalTransition, InvalidInput
+from app.core.errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotFound
 from app.core.params import MAX_ID
 from app.experiments.lifecycle import ExperimentStatus, can_transition
 from app.experiments.models import Experiment, ExperimentEvent, ExperimentTag, LogLine
@@ -33,6 +34,7 @@ S = ExperimentStatus
 LOG_TAIL_MAX_LINES = 2000
 DEFAULT_MAX_LOG_LINES = 10_000
 LOG_LINE_MAX_CHARS = 10_000
+PROGRESS_ANNOUNCE_S = 1.0
 
 
 class JobsControl(Protocol):
@@ -57,8 +59,20 @@ def validate_config(raw: dict[str, Any]) -> PPOConfig:
 # --- queries ----------------------------------------------------------------------------------
 
 
-def get(session: Session, experiment_id: int, *, lock: bool = False) -> Experiment:
-    return get_row(session, Experiment, experiment_id, "experiment", lock=lock)
+def get(
+    session: Session, experiment_id: int, *, lock: bool = False, tags: bool = True
+) -> Experiment:
+    """The experiment; `tags=False` loads its tags only if something reads them (the job
+    routes, a hot path, mostly do not)."""
+    options = () if tags else (lazyload(Experiment.tags),)
+    return get_row(session, Experiment, experiment_id, "experiment", lock=lock, options=options)
+
+
+def require(session: Session, experiment_id: int) -> None:
+    """NotFound unless the experiment exists: one indexed lookup, without loading the row and
+    its tags (for routes that only read what belongs to it)."""
+    if session.scalar(select(Experiment.id).where(Experiment.id == experiment_id)) is None:
+        raise NotFound(f"experiment {experiment_id} does not exist")
 
 
 def parse_statuses(values: list[str]) -> list[ExperimentStatus]:
@@ -115,7 +129,7 @@ def _parse_cursor(cursor: str) -> int:
 
 
 def events(session: Session, experiment_id: int) -> list[ExperimentEvent]:
-    get(session, experiment_id)
+    require(session, experiment_id)
     stmt = (
         select(ExperimentEvent)
         .where(ExperimentEvent.experiment_id == experiment_id)
@@ -234,6 +248,22 @@ def announce(session: Session, exp: Experiment) -> None:
     )
 
 
+def announce_progress(session: Session, exp: Experiment) -> None:
+    """`announce` for new metrics, at most once per PROGRESS_ANNOUNCE_S per experiment (per
+    API process): a list page shows no more than that, and twenty runs at a few iterations a
+    second would otherwise send every list page dozens of summaries a second. A skipped
+    summary is not sent later: the list shows an iteration that came within a second of the
+    one before it with the next announcement, or with the next status change (`transition`
+    announces at once), and a page load reads the stored row."""
+    announced: dict[int, float] | None = session.info.get("progress_announced")
+    if announced is not None:
+        now = time.monotonic()
+        if now - announced.get(exp.id, -PROGRESS_ANNOUNCE_S) < PROGRESS_ANNOUNCE_S:
+            return
+        announced[exp.id] = now
+    announce(session, exp)
+
+
 def set_ray_job_id(session: Session, experiment_id: int, ray_job_id: str) -> Experiment:
     exp = get(session, experiment_id, lock=True)
     exp.ray_job_id = ray_job_id
@@ -298,7 +328,7 @@ def authorize_job(
     cannot rewrite what the experiment shows. `finished_ok` lets a retried final status report
     through (it changes nothing). Writers pass `lock` so an end committed meanwhile is seen.
     """
-    exp = get(session, experiment_id, lock=lock)
+    exp = get(session, experiment_id, lock=lock, tags=False)
     if not token_matches(token, exp.job_token_hash):
         raise Forbidden(f"this token may not write to experiment {experiment_id}")
     if exp.status.is_finished and not finished_ok:
@@ -357,7 +387,7 @@ def _prune_logs(session: Session, experiment_id: int, keep: int) -> None:
 
 
 def tail_logs(session: Session, experiment_id: int, tail: int) -> list[str]:
-    get(session, experiment_id)
+    require(session, experiment_id)
     stmt = (
         select(LogLine.line)
         .where(LogLine.experiment_id == experiment_id)

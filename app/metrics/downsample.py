@@ -77,3 +77,11 @@ def binary_cursor(connection: Connection) -> Iterator[Any]:
         yield cursor
     finally:
         cursor.close()
+
+
+@contextmanager
+def pipeline(connection: Connection) -> Iterator[None]:
+    """psycopg's pipeline mode on the session's connection: statements executed inside go out
+    without waiting for each other's results; errors surface when the block ends."""
+    with connection.connection.driver_connection.pipeline():
+        yield

@@ -35,32 +35,32 @@ def get_metrics(
 
     Bounded without max_points too (MAX_POINTS_PER_SERIES per series, MAX_POINTS_PER_REQUEST
     in all); reads run in a read-only transaction, so a long query never delays ingest."""
-    experiments.get(session, experiment_id)
-    wanted = [n for n in names.split(",") if n] if names else service.names(session, experiment_id)
+    experiments.require(session, experiment_id)
+    given = list(dict.fromkeys(n for n in names.split(",") if n)) if names else None
+    wanted = given if given is not None else service.names(session, experiment_id)
     if len(wanted) > service.MAX_NAMES_PER_REQUEST:
         raise InvalidInput(
             "too many series in one query",
             fields=[{"field": "names", "message": f"at most {service.MAX_NAMES_PER_REQUEST}"}],
         )
-    budget = service.point_budget(max_points, len(wanted))
-    out = SeriesResponse(series={})
-    for name in wanted:
-        series, reduced = service.series(
-            session,
-            experiment_id,
-            name,
-            max_points=budget,
-            step_min=step_min,
-            step_max=step_max,
-        )
-        out.series[name] = series
-        out.downsampled[name] = reduced
-    return out
+    found = service.series_many(
+        session,
+        experiment_id,
+        wanted,
+        every_name=given is None,
+        max_points=service.point_budget(max_points, len(wanted)),
+        step_min=step_min,
+        step_max=step_max,
+    )
+    return SeriesResponse(
+        series={name: series for name, (series, _) in found.items()},
+        downsampled={name: reduced for name, (_, reduced) in found.items()},
+    )
 
 
 @router.get("/{experiment_id}/metrics/names", response_model=MetricNames)
 def get_metric_names(experiment_id: ExperimentId, session: SessionDep) -> MetricNames:
-    experiments.get(session, experiment_id)
+    experiments.require(session, experiment_id)
     return MetricNames(names=service.names(session, experiment_id))
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import func, select
@@ -11,10 +13,10 @@ from sqlalchemy.orm import Session
 from app.core.db import publish_after_commit, utcnow
 from app.core.errors import InvalidInput
 from app.experiments.models import Experiment
-from app.experiments.service import announce
+from app.experiments.service import announce_progress
 from app.live.topics import columnar, experiment_topic, metrics_message
 from app.metrics import rollups
-from app.metrics.downsample import binary_cursor, min_max_points
+from app.metrics.downsample import binary_cursor, min_max_points, pipeline
 from app.metrics.models import MetricPoint, MetricRollup
 from app.metrics.schemas import IngestResult, Series
 from trainer.wire import MetricsRow
@@ -66,19 +68,21 @@ _POSTGRES_UPSERT = (
 def upsert_points(
     session: Session, experiment_id: int, points: list[tuple[int, str, float]]
 ) -> None:
-    """Write points with the DB driver directly: this is the hot path of every job."""
+    """Write points and their rollups with the DB driver directly: this is the hot path of
+    every job. On PostgreSQL both statements go out in one pipeline (one round trip)."""
     unique = {(name, step): value for step, name, value in points}  # last one wins
     connection = session.connection()
     if connection.dialect.name == "postgresql":
         names = [k[0] for k in unique]
         steps = [k[1] for k in unique]
-        with binary_cursor(connection) as cursor:
+        with binary_cursor(connection) as cursor, pipeline(connection):
             cursor.execute(_POSTGRES_UPSERT, (experiment_id, names, steps, list(unique.values())))
+            rollups.update(connection, experiment_id, unique)
     else:
         connection.exec_driver_sql(
             _SQLITE_UPSERT, [(experiment_id, n, s, v) for (n, s), v in unique.items()]
         )
-    rollups.update(connection, experiment_id, unique)
+        rollups.update(connection, experiment_id, unique)
 
 
 def ingest(session: Session, exp: Experiment, rows: list[MetricsRow]) -> IngestResult:
@@ -90,7 +94,7 @@ def ingest(session: Session, exp: Experiment, rows: list[MetricsRow]) -> IngestR
     _update_summary(exp, rows)
     steps, series = columnar(points)
     publish_after_commit(session, experiment_topic(exp.id), metrics_message(exp.id, steps, series))
-    announce(session, exp)
+    announce_progress(session, exp)
     return IngestResult(rows=len(rows), points=len(points))
 
 
@@ -157,6 +161,63 @@ def recent_points(
     return points
 
 
+def series_many(
+    session: Session,
+    experiment_id: int,
+    names: list[str],
+    *,
+    every_name: bool,
+    max_points: int,
+    step_min: int | None,
+    step_max: int | None,
+) -> dict[str, tuple[Series, bool]]:
+    """The series of `names` in [step_min, step_max], each bucketed like `series`.
+
+    Every stored row carries `time_s`, so no series has more steps in a range than `time_s`:
+    when that count is within max_points (a run of up to max_points iterations, or a zoom),
+    ONE read returns every series raw (a dashboard's query costs a fixed 3-4 statements, not
+    2 per series); longer ranges take the bounded, downsampled read of each series. `every_name`
+    says `names` are all the experiment's series, so a full-range read needs no name filter.
+    """
+    where = _range(experiment_id, step_min, step_max)
+    steps = select(MetricPoint.step).where(*where, MetricPoint.name == TIME_METRIC)
+    count = session.scalar(select(func.count()).select_from(steps.limit(max_points + 1).subquery()))
+    out: dict[str, tuple[Series, bool]] = {}
+    if count <= max_points:
+        if not every_name or step_min is not None or step_max is not None:
+            where.append(MetricPoint.name.in_(names))  # the primary key's (name, step) ranges
+        rows = (
+            session.connection()
+            .execute(
+                select(MetricPoint.name, MetricPoint.step, MetricPoint.value)
+                .where(*where)
+                .order_by(MetricPoint.name, MetricPoint.step)
+            )
+            .all()
+        )
+        for name, points in groupby(rows, key=itemgetter(0)):
+            steps_, values = [], []
+            for _, step, value in points:
+                steps_.append(step)
+                values.append(value)
+            out[name] = Series(step=steps_, value=values), False
+    for name in names:
+        found = out.get(name)
+        if found is None or len(found[0].step) > max_points:  # not read together, or too long
+            kwargs = {"max_points": max_points, "step_min": step_min, "step_max": step_max}
+            out[name] = series(session, experiment_id, name, **kwargs)
+    return {name: out[name] for name in names}
+
+
+def _range(experiment_id: int, step_min: int | None, step_max: int | None) -> list[Any]:
+    where: list[Any] = [MetricPoint.experiment_id == experiment_id]
+    if step_min is not None:
+        where.append(MetricPoint.step >= step_min)
+    if step_max is not None:
+        where.append(MetricPoint.step <= step_max)
+    return where
+
+
 def series(
     session: Session,
     experiment_id: int,
@@ -169,11 +230,7 @@ def series(
     """One series in [step_min, step_max]; min/max-bucketed when longer than max_points
     (or than MAX_POINTS_PER_SERIES without it)."""
     max_points = point_budget(max_points, 1) if max_points is None else max_points
-    where = [MetricPoint.experiment_id == experiment_id, MetricPoint.name == name]
-    if step_min is not None:
-        where.append(MetricPoint.step >= step_min)
-    if step_max is not None:
-        where.append(MetricPoint.step <= step_max)
+    where = [*_range(experiment_id, step_min, step_max), MetricPoint.name == name]
     if max_points is not None:
         connection = session.connection()
         in_range = select(MetricPoint.step).where(*where)

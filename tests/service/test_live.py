@@ -89,6 +89,26 @@ def test_list_stream_announces_status_and_progress(client, create_experiment, jo
         assert progressed["experiment"]["progress"] == 0.5
 
 
+def test_list_stream_gets_progress_at_most_once_a_period_and_status_changes_at_once(
+    client, create_experiment, job_token, monkeypatch
+):
+    monkeypatch.setattr("app.experiments.service.PROGRESS_ANNOUNCE_S", 60.0)
+    with client.websocket_connect("/api/v1/stream") as ws:
+        exp = create_experiment("busy")
+        _until(ws, "experiment")
+        token = job_token(exp["id"])
+        _job(client, exp["id"], token, "status", json={"status": "running"})
+        _until(ws, "experiment")
+        for step in (1000, 2000, 3000):
+            assert _job(client, exp["id"], token, "metrics", json=_rows(step)).status_code == 200
+        _job(client, exp["id"], token, "status", json={"status": "succeeded"})
+        seen = []
+        while not seen or seen[-1]["experiment"]["status"] != "succeeded":
+            seen.append(_until(ws, "experiment")[0])
+    assert [m["experiment"]["env_steps"] for m in seen] == [1000, 3000]
+    assert seen[0]["experiment"]["status"] == "running"
+
+
 def test_unknown_experiment_stream_is_refused(client):
     with (
         pytest.raises(WebSocketDisconnect),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from sqlalchemy import event
+
 from app.core.db import transaction
 from app.experiments import service as experiments
 from app.metrics import service as metrics
@@ -167,3 +169,87 @@ def test_short_series_is_returned_whole(client, create_experiment, job_token):
         f"/api/v1/experiments/{exp['id']}/metrics", params={"names": "a", "max_points": 10}
     ).json()
     assert got["series"]["a"]["step"] == list(range(10)) and got["downsampled"]["a"] is False
+
+
+def test_one_read_for_all_series_answers_like_a_read_per_series(
+    client, create_experiment, job_token, app
+):
+    """The batched read (every series at once, when the range holds few enough steps) gives
+    exactly what the per-series read gives, for every mix of names, budgets and ranges."""
+    exp = create_experiment()
+    rows = [
+        {
+            "step": 100 * s,
+            "time_s": s / 10,
+            "values": {
+                "loss": ((s * 7919) % 101) / 10,
+                **({"sparse": float(s)} if s % 3 == 0 else {}),
+                **({"late": -float(s)} if s > 250 else {}),
+            },
+        }
+        for s in range(1, 301)
+    ]
+    assert _ingest(client, exp["id"], job_token(exp["id"]), rows).status_code == 200
+    cases = [
+        {},
+        {"max_points": 1000},
+        {"max_points": 300},
+        {"max_points": 299},  # one step too many for one read: per series, bucketed
+        {"max_points": 40},
+        {"names": "sparse,late,missing", "max_points": 400},
+        {"names": "late,loss,late"},
+        {"step_min": 5_000, "step_max": 9_000, "max_points": 50},
+        {"step_min": 5_000, "step_max": 9_000, "max_points": 20},
+        {"step_min": 29_500},
+        {"step_max": 50, "names": "loss"},
+    ]
+    for params in cases:
+        got = client.get(f"/api/v1/experiments/{exp['id']}/metrics", params=params)
+        assert got.status_code == 200, got.text
+        body = got.json()
+        wanted = (
+            list(dict.fromkeys(params["names"].split(",")))
+            if "names" in params
+            else ["late", "loss", "sparse", "time_s"]
+        )
+        assert list(body["series"]) == wanted, params
+        budget = metrics.point_budget(params.get("max_points"), len(wanted))
+        with app.state.sessionmaker() as session:
+            for name in wanted:
+                series, reduced = metrics.series(
+                    session,
+                    exp["id"],
+                    name,
+                    max_points=budget,
+                    step_min=params.get("step_min"),
+                    step_max=params.get("step_max"),
+                )
+                assert body["series"][name] == series.model_dump(), (params, name)
+                assert body["downsampled"][name] is reduced, (params, name)
+
+
+def test_a_dashboard_query_costs_a_few_statements_whatever_the_series_count(
+    client, create_experiment, job_token, app
+):
+    exp = create_experiment()
+    rows = [
+        {"step": s, "time_s": s, "values": {f"metric_{i:02d}": float(i) for i in range(40)}}
+        for s in range(1, 51)
+    ]
+    assert _ingest(client, exp["id"], job_token(exp["id"]), rows).status_code == 200
+    statements: list[str] = []
+
+    def count(conn, cursor, statement, *args):
+        statements.append(statement)
+
+    engine = app.state.engine
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        got = client.get(f"/api/v1/experiments/{exp['id']}/metrics", params={"max_points": 500})
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert got.status_code == 200
+    assert len(got.json()["series"]) == 41
+    # exists + names + step count + one read of all points (not two reads per series)
+    selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    assert len(selects) == 4, selects
