@@ -90,8 +90,8 @@ def check_api_token(settings: Settings, presented: str | None) -> None:
         raise Unauthorized("the API token is not valid")
 
 
-def require_api_token(request: Request) -> None:
-    """Dependency of every user-facing /api/v1 route."""
+async def require_api_token(request: Request) -> None:
+    """Dependency of every user-facing /api/v1 route (async: no I/O, no thread-pool hop)."""
     check_api_token(request.app.state.settings, bearer(request.headers.get("authorization")))
 
 
@@ -132,7 +132,7 @@ def stream_subprotocol(websocket: WebSocket) -> str | None:
     return STREAM_PROTOCOL if STREAM_PROTOCOL in websocket.scope.get("subprotocols", ()) else None
 
 
-def job_token(request: Request) -> str:
+async def job_token(request: Request) -> str:
     token = bearer(request.headers.get("authorization"))
     if token is None:
         raise Unauthorized("a job token is required (Authorization: Bearer <token>)")

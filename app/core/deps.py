@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from app.core.config import Settings
 from app.core.db import SessionMaker, read_only
@@ -16,18 +17,30 @@ from app.core.db import SessionMaker, read_only
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def get_session(request: Request) -> Iterator[Session]:
+# Dependencies here are `async def` unless they do I/O: FastAPI runs a plain `def` dependency
+# in its thread pool, and each such hop costs a request two thread switches (under load, two
+# waits for a CPU and for the GIL).
+
+
+async def get_session(request: Request) -> AsyncIterator[Session]:
     """A session for one request; handlers that write call `session.commit()` themselves.
 
     GET / HEAD requests get a read-only session. Closed when the handler returns
     (`scope="function"`), not after the response is sent: a slow client (a checkpoint
-    download) must hold no transaction.
+    download) must hold no transaction. Opening one does no I/O; closing one does only while
+    it still holds a transaction (the rollback), and then runs in the thread pool.
     """
     factory = request.app.state.sessionmaker
     if request.method in READ_METHODS:
         factory = read_only(factory)
-    with factory() as session:
+    session = factory()
+    try:
         yield session
+    finally:
+        if session.in_transaction():
+            await run_in_threadpool(session.close)
+        else:
+            session.close()
 
 
 def read_sessionmaker(state: Any) -> SessionMaker:
@@ -35,15 +48,15 @@ def read_sessionmaker(state: Any) -> SessionMaker:
     return read_only(state.sessionmaker)
 
 
-def get_sessionmaker(request: Request) -> SessionMaker:
+async def get_sessionmaker(request: Request) -> SessionMaker:
     return request.app.state.sessionmaker
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def get_jobs(request: Request) -> Any:
+async def get_jobs(request: Request) -> Any:
     """The jobs runtime, or None when jobs are disabled."""
     return getattr(request.app.state, "jobs", None)
 

@@ -4,6 +4,7 @@ bounded even without max_points."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -55,7 +56,8 @@ def test_ingest_proceeds_while_a_get_request_holds_its_read_transaction(
     assert _ingest(client, exp_id, token, 1).status_code == 200
     request = SimpleNamespace(method="GET", app=app)
     sessions = get_session(request)  # exactly what a GET handler's SessionDep gets
-    session = next(sessions)
+    loop = asyncio.new_event_loop()
+    session = loop.run_until_complete(anext(sessions))
     try:
         before = session.execute(text("SELECT count(*) FROM metric_points")).scalar()
         writer, result = _in_thread(lambda: _ingest(client, exp_id, token, 2))
@@ -66,7 +68,8 @@ def test_ingest_proceeds_while_a_get_request_holds_its_read_transaction(
         again = session.execute(text("SELECT count(*) FROM metric_points")).scalar()
         assert again == before
     finally:
-        sessions.close()
+        loop.run_until_complete(sessions.aclose())
+        loop.close()
         writer.join(60)
     steps = client.get(f"/api/v1/experiments/{exp_id}/metrics", params={"names": "loss"}).json()
     assert steps["series"]["loss"]["step"] == [1, 2]
