@@ -55,7 +55,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     uvicorn.run(
-        create_app(settings),
+        create_app(settings, server_gc=True),
         host=settings.host,
         port=settings.port,
         log_level="info",
