@@ -134,6 +134,9 @@ def build_config(base: dict[str, Any], args: argparse.Namespace) -> Resolution:
         except json.JSONDecodeError:
             value = raw
         _set_dotted(data, key.strip(), value)
+    if "num_gpus_per_learner" not in data and not data.get("num_learners") and _cuda_available():
+        # Like SB3's device="auto": a local run learns on the machine's GPU unless told not to.
+        data["num_gpus_per_learner"] = 1
     try:
         return resolve_config(data)
     except ValidationError as exc:
@@ -142,6 +145,12 @@ def build_config(base: dict[str, Any], args: argparse.Namespace) -> Resolution:
             for err in exc.errors()
         ]
         raise ConfigError("invalid config:\n" + "\n".join(lines)) from None
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def describe_resolution(resolution: Resolution, saved_to: Path) -> str:
@@ -153,6 +162,12 @@ def describe_resolution(resolution: Resolution, saved_to: Path) -> str:
         for part in path.split("."):
             value = value[part]
         lines.append(f"  {path} = {json.dumps(value)}")
+    if resolution.config.num_gpus_per_learner > 0 and resolution.config.num_learners == 0:
+        lines.append(
+            f"learner on the GPU ({resolution.config.learner_precision}), policy inference "
+            f"{resolution.config.inference_device}; --set num_gpus_per_learner=0 keeps both on "
+            "the CPU"
+        )
     lines.append(f"resolved config (saved to {saved_to}):")
     lines.append(json.dumps(config, indent=2))
     return "\n".join(lines)

@@ -210,6 +210,24 @@ class PPOConfig(_Frozen):
         le=MAX_GPUS_PER_LEARNER,
         description="GPUs for each Learner (nccl DDP when > 0).",
     )
+    inference_device: Literal["auto", "cpu", "cuda"] = Field(
+        default="auto",
+        description=(
+            "Where the EnvRunner of the driver process (serial mode, num_env_runners 0) runs "
+            "the policy. 'auto': on the Learner's GPU when that Learner is local (num_learners "
+            "0, num_gpus_per_learner > 0) and CUDA is present, else on the CPU. Observations go "
+            "to the GPU as uint8 through a pinned buffer. EnvRunner actors act on their CPUs."
+        ),
+    )
+    learner_precision: Literal["fp32", "tf32", "bf16"] = Field(
+        default="tf32",
+        description=(
+            "Arithmetic of a GPU Learner. 'tf32': matmuls and convolutions may use TF32 tensor "
+            "cores (fp32 range, 10-bit mantissa inputs, fp32 accumulation); 'bf16': forward "
+            "passes also run under bfloat16 autocast (log-probs, losses and Adam stay fp32); "
+            "'fp32': neither. On a CPU Learner only 'bf16' changes anything (CPU autocast)."
+        ),
+    )
     overlap_sampling: bool = Field(
         default=False,
         description=(

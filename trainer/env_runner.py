@@ -31,6 +31,7 @@ import torch
 from trainer import distributions
 from trainer.config import PPOConfig
 from trainer.connectors import build_env_to_learner, build_env_to_module, build_module_to_env
+from trainer.devices import HostToDevice, inference_device
 from trainer.envs import env_threads, make_vector_env, observation_space, runner_seed
 from trainer.episode import EpisodeChunk
 from trainer.module import PPOModule
@@ -121,10 +122,12 @@ class EnvRunner:
         self.env_to_module = build_env_to_module(config, obs_space, self.num_envs)
         self.env_to_learner = build_env_to_learner(config, self.num_envs)
         self.module_to_env = build_module_to_env(self.action_space)
+        self.device = inference_device(config, local=worker_index == 0)
         self.module = PPOModule(
             self.env_to_module.output_space, self.action_space, config.model, inference_only=True
-        )
+        ).to(self.device)
         self.module.eval()
+        self._to_device = HostToDevice(self.device)
         self._dist_dim = distributions.dist_inputs_dim(self.action_space)
         self._action_example = (  # [1, *action]: dtype and shape of what the module samples
             np.zeros((1, *self.action_space.shape), np.float32)
@@ -183,11 +186,11 @@ class EnvRunner:
             if k == len(buf.rewards):
                 buf = buf.grown()
             t0 = time.perf_counter()
-            actions, logp, dist_inputs = self.module.sample(torch.from_numpy(buf.obs[k]), explore)
-            actions_np = actions.numpy()  # [N, *action] as sampled
+            actions, logp, dist_inputs = self.module.sample(self._to_device(buf.obs[k]), explore)
+            actions_np = actions.cpu().numpy()  # [N, *action] as sampled; waits for the device
             buf.actions[k] = actions_np
-            buf.logp[k] = logp.numpy()
-            buf.dist_inputs[k] = dist_inputs.numpy()
+            buf.logp[k] = logp.cpu().numpy()
+            buf.dist_inputs[k] = dist_inputs.cpu().numpy()
             t1 = time.perf_counter()
             raw, rewards, terminated, truncated, _ = self.env.step(self.module_to_env(actions_np))
             t2 = time.perf_counter()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,7 @@ from torch import nn
 
 from trainer.batch import TrainBatch, build_train_batch
 from trainer.config import PPOConfig
+from trainer.devices import forward_autocast, set_matmul_precision
 from trainer.episode import EpisodeChunk
 from trainer.module import PPOModule
 from trainer.optim import EagerAdam
@@ -181,6 +183,7 @@ class PPOLearner:
             torch.manual_seed(config.seed)
             module = PPOModule(observation_space, action_space, config.model)
         self.module = module.to(self.device)
+        set_matmul_precision(self.device, config.learner_precision)
         self._train_module: nn.Module = self.module
         if world_size > 1:
             # Broadcasts rank 0's weights at construction; all-reduces gradients in backward().
@@ -205,7 +208,7 @@ class PPOLearner:
         t0 = time.perf_counter()
         batch = build_train_batch(
             chunks,
-            self.module.values,
+            self._values,
             gamma=cfg.gamma,
             lam=cfg.gae_lambda,
             normalize_advantages=cfg.normalize_advantages,
@@ -241,6 +244,13 @@ class PPOLearner:
             time_gae_s=t1 - t0,
             time_sgd_s=time.perf_counter() - t1,
         )
+
+    def _autocast(self) -> AbstractContextManager[None]:
+        return forward_autocast(self.device, self.config.learner_precision)
+
+    def _values(self, obs: torch.Tensor) -> torch.Tensor:
+        with self._autocast():
+            return self.module.values(obs).float()
 
     @property
     def num_minibatches(self) -> int:
@@ -283,7 +293,9 @@ class PPOLearner:
                     for idx in perm[: sum(sizes)].split(sizes)
                 ]
             for mb in minibatches:
-                out = self._train_module(mb.obs)
+                with self._autocast():
+                    dist_inputs, values = self._train_module(mb.obs)
+                out = dist_inputs.float(), values.float()  # log-probs and losses in fp32
                 policy_loss, vf_loss, entropy, kl, clip_fraction = ppo_losses(
                     out, mb, cfg, dist_fns, self.kl_coeff
                 )

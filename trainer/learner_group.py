@@ -23,6 +23,7 @@ import numpy as np
 
 from trainer.batch import shard_chunks
 from trainer.config import PPOConfig
+from trainer.devices import learner_device
 from trainer.episode import EpisodeChunk
 from trainer.learner import PPOLearner
 
@@ -61,7 +62,6 @@ class LearnerWorker:
             return host, s.getsockname()[1]
 
     def setup(self, host: str, port: int) -> None:
-        import torch
         import torch.distributed as dist
 
         use_gpu = self.config.num_gpus_per_learner > 0
@@ -72,10 +72,12 @@ class LearnerWorker:
             world_size=self.world_size,
             timeout=_COLLECTIVE_TIMEOUT,
         )
-        # Ray restricts CUDA_VISIBLE_DEVICES to this actor's GPU, so it is always cuda:0.
-        device = torch.device("cuda:0") if use_gpu else torch.device("cpu")
         self.learner = PPOLearner(
-            self.config, *self.spaces, device=device, rank=self.rank, world_size=self.world_size
+            self.config,
+            *self.spaces,
+            device=learner_device(self.config),
+            rank=self.rank,
+            world_size=self.world_size,
         )
 
     def update(self, chunks: list[EpisodeChunk], env_steps: int) -> dict[str, float]:
@@ -129,7 +131,7 @@ class LearnerGroup:
         self.local: PPOLearner | None = None
         self.workers: list[Any] = []
         if config.num_learners == 0:
-            device = "cuda" if config.num_gpus_per_learner > 0 else "cpu"
+            device = learner_device(config)
             self.local = PPOLearner(config, observation_space, action_space, device=device)
             return
         import ray
