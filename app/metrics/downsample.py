@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Connection, text
+from sqlalchemy.sql.expression import Executable
 
 _RANGE = "experiment_id = :e AND name = :n AND step >= :lo AND step <= :hi"
 
@@ -85,3 +86,20 @@ def pipeline(connection: Connection) -> Iterator[None]:
     without waiting for each other's results; errors surface when the block ends."""
     with connection.connection.driver_connection.pipeline():
         yield
+
+
+def raw_rows(connection: Connection, stmt: Executable) -> list[tuple[Any, ...]]:
+    """Run `stmt` on the driver's own cursor and return its plain tuples: for reads of tens of
+    thousands of rows, SQLAlchemy's Row objects cost more than the query (about 1.3 us a row
+    against 0.3 us). Only for columns the driver already returns as Python wants them (ints,
+    floats, strings)."""
+    compiled = stmt.compile(dialect=connection.dialect, compile_kwargs={"render_postcompile": True})
+    params: Any = compiled.params
+    if compiled.positiontup is not None:
+        params = tuple(params[name] for name in compiled.positiontup)
+    cursor = connection.connection.driver_connection.cursor()
+    try:
+        cursor.execute(compiled.string, params)
+        return cursor.fetchall()
+    finally:
+        cursor.close()

@@ -63,6 +63,9 @@ def rollup_rows(
     return out
 
 
+# Only a bucket whose extremes widen is written: a point inside the range it already spans
+# (most points, for coarse buckets) leaves the row alone, so no new row version, no dead
+# tuple for VACUUM and no WAL on PostgreSQL.
 _MERGE = """
 ON CONFLICT (experiment_id, name, level, bucket) DO UPDATE SET
   min_step = CASE WHEN excluded.min_value < metric_rollups.min_value
@@ -73,6 +76,8 @@ ON CONFLICT (experiment_id, name, level, bucket) DO UPDATE SET
                   THEN excluded.max_step ELSE metric_rollups.max_step END,
   max_value = CASE WHEN excluded.max_value > metric_rollups.max_value
                   THEN excluded.max_value ELSE metric_rollups.max_value END
+WHERE excluded.min_value < metric_rollups.min_value
+   OR excluded.max_value > metric_rollups.max_value
 """
 _SQLITE = (
     "INSERT INTO metric_rollups (experiment_id, name, level, bucket, min_step, min_value, "

@@ -16,7 +16,7 @@ from app.experiments.models import Experiment
 from app.experiments.service import announce_progress
 from app.live.topics import columnar, experiment_topic, metrics_message
 from app.metrics import rollups
-from app.metrics.downsample import binary_cursor, min_max_points, pipeline
+from app.metrics.downsample import binary_cursor, min_max_points, pipeline, raw_rows
 from app.metrics.models import MetricPoint, MetricRollup
 from app.metrics.schemas import IngestResult, Series
 from trainer.wire import MetricsRow
@@ -186,21 +186,18 @@ def series_many(
     if count <= max_points:
         if not every_name or step_min is not None or step_max is not None:
             where.append(MetricPoint.name.in_(names))  # the primary key's (name, step) ranges
-        rows = (
-            session.connection()
-            .execute(
-                select(MetricPoint.name, MetricPoint.step, MetricPoint.value)
-                .where(*where)
-                .order_by(MetricPoint.name, MetricPoint.step)
-            )
-            .all()
+        rows = raw_rows(
+            session.connection(),
+            select(MetricPoint.name, MetricPoint.step, MetricPoint.value)
+            .where(*where)
+            .order_by(MetricPoint.name, MetricPoint.step),
         )
-        for name, points in groupby(rows, key=itemgetter(0)):
-            steps_, values = [], []
-            for _, step, value in points:
-                steps_.append(step)
-                values.append(value)
-            out[name] = Series(step=steps_, value=values), False
+        for name, group in groupby(rows, key=itemgetter(0)):
+            points = list(group)
+            series_ = Series.model_construct(
+                step=[p[1] for p in points], value=[p[2] for p in points]
+            )
+            out[name] = series_, False
     for name in names:
         found = out.get(name)
         if found is None or len(found[0].step) > max_points:  # not read together, or too long

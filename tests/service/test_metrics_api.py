@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from sqlalchemy import event
+from sqlalchemy import event, text
 
 from app.core.db import transaction
 from app.experiments import service as experiments
+from app.metrics import rollups
 from app.metrics import service as metrics
+from app.metrics.downsample import raw_rows
 from trainer.wire import MetricsRow
 
 
@@ -123,8 +125,6 @@ def test_rollup_query_equals_brute_force_min_max(client, create_experiment, app)
     """Random series, random ranges: the rollup answer is exactly min/max per bucket."""
     import random
 
-    from app.metrics import rollups
-
     rng = random.Random(7)
     exp = create_experiment()
     step, points = 0, []
@@ -229,7 +229,7 @@ def test_one_read_for_all_series_answers_like_a_read_per_series(
 
 
 def test_a_dashboard_query_costs_a_few_statements_whatever_the_series_count(
-    client, create_experiment, job_token, app
+    client, create_experiment, job_token, app, monkeypatch
 ):
     exp = create_experiment()
     rows = [
@@ -242,6 +242,13 @@ def test_a_dashboard_query_costs_a_few_statements_whatever_the_series_count(
     def count(conn, cursor, statement, *args):
         statements.append(statement)
 
+    raw_reads: list[object] = []  # reads that go to the driver's cursor, past the events
+
+    def counted(connection, stmt):
+        raw_reads.append(stmt)
+        return raw_rows(connection, stmt)
+
+    monkeypatch.setattr(metrics, "raw_rows", counted)
     engine = app.state.engine
     event.listen(engine, "before_cursor_execute", count)
     try:
@@ -250,6 +257,39 @@ def test_a_dashboard_query_costs_a_few_statements_whatever_the_series_count(
         event.remove(engine, "before_cursor_execute", count)
     assert got.status_code == 200
     assert len(got.json()["series"]) == 41
-    # exists + names + step count + one read of all points (not two reads per series)
+    # exists + names + step count, then one read of all points (not two reads per series)
     selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
-    assert len(selects) == 4, selects
+    assert len(selects) == 3, selects
+    assert len(raw_reads) == 1
+
+
+def _row_writes(session, backend: str) -> int:
+    """Rows written so far: on SQLite by this connection (the point's own insert included),
+    on PostgreSQL by this transaction to the rollups table."""
+    if backend == "sqlite":
+        return session.connection().connection.driver_connection.total_changes
+    return session.execute(
+        text(
+            "SELECT n_tup_ins + n_tup_upd FROM pg_stat_xact_user_tables "
+            "WHERE relname = 'metric_rollups'"
+        )
+    ).scalar_one()
+
+
+def test_a_point_inside_a_buckets_range_leaves_the_rollup_rows_alone(
+    client, create_experiment, app, backend
+):
+    """Only widened buckets are rewritten (no dead row versions for coarse buckets)."""
+    exp = create_experiment()
+    with transaction(app.state.sessionmaker) as session:
+        metrics.upsert_points(session, exp["id"], [(1, "x", 0.0), (2, "x", 1.0)])
+
+    def writes(step: int, value: float) -> int:
+        with transaction(app.state.sessionmaker) as session:
+            before = _row_writes(session, backend)
+            metrics.upsert_points(session, exp["id"], [(step, "x", value)])
+            return _row_writes(session, backend) - before
+
+    point = 1 if backend == "sqlite" else 0
+    assert writes(3, 0.5) == point  # inside [0, 1] at every level
+    assert writes(4, 2.0) == point + rollups.LEVELS  # a new maximum at every level
