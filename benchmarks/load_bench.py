@@ -37,6 +37,7 @@ import argparse
 import asyncio
 import contextlib
 import datetime as dt
+import gc
 import json
 import math
 import multiprocessing as mp
@@ -402,9 +403,21 @@ class _Gate:
         return replace(plan, start_at=start_at, end_at=end_at)
 
 
+def _quiet_gc() -> None:
+    """The client processes are the measuring instrument: their own collector pauses (tens
+    of ms for a full collection) would show up as the service's latency. The same tuning as
+    `rollout serve` (app.main.GC_THRESHOLDS)."""
+    from app.main import GC_THRESHOLDS
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 def _run_followers(
     plan: Plan, shard: int, shards: int, expected: Any, gate: _Gate, out: Any
 ) -> None:
+    _quiet_gc()
     out.put(("followers", asdict(asyncio.run(_followers(plan, shard, shards, expected, gate)))))
 
 
@@ -416,6 +429,7 @@ def _run_load(plan: Plan, role: str, gate: _Gate, out: Any) -> None:
     must not delay the clock of another measurement (a /health probe) on the same loop."""
     import httpx  # noqa: F401  (imported before the clock starts)
 
+    _quiet_gc()
     plan = gate.wait(plan)
 
     async def main() -> Result:
