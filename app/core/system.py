@@ -23,9 +23,18 @@ async def _maybe_await(value: Any) -> Any:
 
 
 def _database_ok(request: Request) -> bool:
+    """Whether the database answers, in as few round trips as it takes: on PostgreSQL the
+    pool's pre-ping of a checked-out connection is the probe (one round trip, no transaction;
+    a dead connection is replaced, an unreachable server raises); SQLite has no server to
+    ping, so a read-only SELECT 1 on the file."""
+    state = request.app.state
     try:
-        with read_sessionmaker(request.app.state)() as session:
-            session.execute(text("SELECT 1"))
+        if state.engine.dialect.name == "postgresql":
+            with state.engine.connect():
+                pass
+        else:
+            with read_sessionmaker(state)() as session:
+                session.execute(text("SELECT 1"))
         return True
     except Exception:
         return False

@@ -232,10 +232,13 @@ def _run_through_a_postgres_outage(live: LiveService, server: ThrowawayServer) -
         assert response.status_code == 503, response.text  # retry later, not a crash
         assert response.json()["error"]["code"] == "unavailable"
         assert response.headers["retry-after"]
+        health = live.http.get("/health")
+        assert health.status_code == 503 and health.json()["database"] is False
         time.sleep(10)
         assert _produced(live, exp_id) > written  # the job trained on, buffering
     finally:
         server.start()
+    wait_for(lambda: live.http.get("/health").status_code == 200, 30, "the database answers")
     exp = _wait_finished(live, exp_id)
 
     assert exp["status"] == "succeeded", (exp["error"], exp["log_tail"])
