@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -16,10 +21,33 @@ from app.main import create_app
 pytestmark = pytest.mark.timeout(60)
 
 
-@pytest.mark.postgres
-def test_ingest_on_one_process_reaches_a_client_of_another(postgres_url, tmp_path):
-    """Two apps (standing in for two API processes) on the same database."""
+@dataclass(frozen=True)
+class TwoProcesses:
+    """Two apps (standing in for two API processes) on the same database: a websocket client
+    on the first follows an experiment whose job reports to the second."""
 
+    ws: Any
+    job: TestClient
+    exp_id: int
+    token: str
+
+    def ingest(self, rows: list[dict[str, Any]]) -> None:
+        response = self.job.post(
+            f"/api/v1/jobs/experiments/{self.exp_id}/metrics",
+            json={"rows": rows},
+            headers={"Authorization": f"Bearer {self.token}"},
+        )
+        assert response.status_code == 200
+
+    def next_metrics(self) -> dict[str, Any]:
+        message = self.ws.receive_json()
+        while message["type"] != "metrics":
+            message = self.ws.receive_json()
+        return message
+
+
+@contextmanager
+def two_processes(postgres_url: str, tmp_path: Path) -> Iterator[TwoProcesses]:
     def settings(name: str) -> Settings:
         return Settings(
             database_url=postgres_url,
@@ -36,23 +64,24 @@ def test_ingest_on_one_process_reaches_a_client_of_another(postgres_url, tmp_pat
         with a.websocket_connect(f"/api/v1/experiments/{exp['id']}/stream") as ws:
             while ws.receive_json()["type"] != "status":
                 pass
-            rows = [
+            yield TwoProcesses(ws, b, exp["id"], token)
+
+
+@pytest.mark.postgres
+def test_ingest_on_one_process_reaches_a_client_of_another(postgres_url, tmp_path):
+    with two_processes(postgres_url, tmp_path) as pair:
+        pair.ingest(
+            [
                 {"step": s, "time_s": 0.0, "values": {f"m{i}": float(s) for i in range(30)}}
                 for s in range(1, 201)
             ]
-            response = b.post(
-                f"/api/v1/jobs/experiments/{exp['id']}/metrics",
-                json={"rows": rows},
-                headers={"Authorization": f"Bearer {token}"},
-            )
-            assert response.status_code == 200
-            steps: list[int] = []
-            while len(steps) < 200:
-                message = ws.receive_json()
-                if message["type"] == "metrics":
-                    assert message["series"]["m7"] == [float(s) for s in message["step"]]
-                    steps += message["step"]
-            assert steps == list(range(1, 201))  # split for NOTIFY, in order, complete
+        )
+        steps: list[int] = []
+        while len(steps) < 200:
+            message = pair.next_metrics()
+            assert message["series"]["m7"] == [float(s) for s in message["step"]]
+            steps += message["step"]
+        assert steps == list(range(1, 201))  # by reference (too large), in order, complete
 
 
 @pytest.mark.postgres
@@ -65,41 +94,14 @@ def test_a_small_batch_reaches_another_process_without_a_read_back(
         raise AssertionError("a small batch was read back from the database")
 
     monkeypatch.setattr("app.main.metrics_message_between", no_read_back)
-
-    def settings(name: str) -> Settings:
-        return Settings(
-            database_url=postgres_url,
-            data_dir=tmp_path / name,
-            jobs_enabled=False,
-            frontend_dir=tmp_path / "none",
-        )
-
-    first, second = create_app(settings("a")), create_app(settings("b"))
-    with TestClient(first) as a, TestClient(second) as b:
-        exp = a.post("/api/v1/experiments", json={"name": "inline", "config": {}}).json()
-        with transaction(second.state.sessionmaker) as session:
-            token = service.issue_job_token(session, exp["id"])
-        with a.websocket_connect(f"/api/v1/experiments/{exp['id']}/stream") as ws:
-            while ws.receive_json()["type"] != "status":
-                pass
-            for step in (1, 2):
-                row = {
-                    "step": step,
-                    "time_s": 0.5,
-                    "values": {f"m{i}": step / 2 for i in range(40)},
-                }
-                response = b.post(
-                    f"/api/v1/jobs/experiments/{exp['id']}/metrics",
-                    json={"rows": [row]},
-                    headers={"Authorization": f"Bearer {token}"},
-                )
-                assert response.status_code == 200
-                message = ws.receive_json()
-                while message["type"] != "metrics":
-                    message = ws.receive_json()
-                assert message["step"] == [step]
-                assert message["series"]["m39"] == [step / 2]
-                assert message["series"]["time_s"] == [0.5]
+    with two_processes(postgres_url, tmp_path) as pair:
+        for step in (1, 2):
+            values = {f"m{i}": step / 2 for i in range(40)}
+            pair.ingest([{"step": step, "time_s": 0.5, "values": values}])
+            message = pair.next_metrics()
+            assert message["step"] == [step]
+            assert message["series"]["m39"] == [step / 2]
+            assert message["series"]["time_s"] == [0.5]
 
 
 def test_metrics_go_inline_when_they_fit_and_by_reference_when_not():
