@@ -69,10 +69,11 @@ def min_max_points(
 
 
 @contextmanager
-def binary_cursor(connection: Connection) -> Iterator[Any]:
-    """A psycopg cursor on the session's connection. Queries use `%b` placeholders, so arrays
-    travel in binary format (the text format quotes and scans every element: most of a
-    batch's client time)."""
+def driver_cursor(connection: Connection) -> Iterator[Any]:
+    """The DB driver's own cursor on the session's connection (inside its transaction), for
+    the hot paths. PostgreSQL writes use `%b` placeholders with it, so arrays travel in
+    binary format (the text format quotes and scans every element: most of a batch's client
+    time)."""
     cursor = connection.connection.driver_connection.cursor()
     try:
         yield cursor
@@ -97,9 +98,6 @@ def raw_rows(connection: Connection, stmt: Executable) -> list[tuple[Any, ...]]:
     params: Any = compiled.params
     if compiled.positiontup is not None:
         params = tuple(params[name] for name in compiled.positiontup)
-    cursor = connection.connection.driver_connection.cursor()
-    try:
+    with driver_cursor(connection) as cursor:
         cursor.execute(compiled.string, params)
         return cursor.fetchall()
-    finally:
-        cursor.close()

@@ -13,7 +13,7 @@ from collections import defaultdict
 
 from sqlalchemy import Connection, text
 
-from app.metrics.downsample import binary_cursor, min_max_points
+from app.metrics.downsample import driver_cursor, min_max_points
 
 # Level 0 buckets are 2**14 = 16384 steps wide: a PPO iteration is hundreds to thousands of env
 # steps, so a level-0 bucket holds several points and the rollups stay far smaller than the
@@ -100,7 +100,7 @@ def update(
     rows = rollup_rows(series)
     if connection.dialect.name == "postgresql":
         columns = list(zip(*rows, strict=True)) if rows else [[]] * 7
-        with binary_cursor(connection) as cursor:
+        with driver_cursor(connection) as cursor:
             cursor.execute(_POSTGRES, (experiment_id, *[list(c) for c in columns]))
     else:
         connection.exec_driver_sql(_SQLITE, [(experiment_id, *row) for row in rows])

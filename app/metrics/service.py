@@ -16,7 +16,7 @@ from app.experiments.models import Experiment
 from app.experiments.service import announce_progress
 from app.live.topics import columnar, experiment_topic, metrics_message
 from app.metrics import rollups
-from app.metrics.downsample import binary_cursor, min_max_points, pipeline, raw_rows
+from app.metrics.downsample import driver_cursor, min_max_points, pipeline, raw_rows
 from app.metrics.models import MetricPoint, MetricRollup
 from app.metrics.schemas import IngestResult, Series
 from trainer.wire import MetricsRow
@@ -75,7 +75,7 @@ def upsert_points(
     if connection.dialect.name == "postgresql":
         names = [k[0] for k in unique]
         steps = [k[1] for k in unique]
-        with binary_cursor(connection) as cursor, pipeline(connection):
+        with driver_cursor(connection) as cursor, pipeline(connection):
             cursor.execute(_POSTGRES_UPSERT, (experiment_id, names, steps, list(unique.values())))
             rollups.update(connection, experiment_id, unique)
     else:
