@@ -28,7 +28,7 @@ received, and stored point counts that differ from what the jobs sent. Closes wi
 up": a lagging client) are reconnected with since_step and reported separately.
 
     .venv/bin/python -m benchmarks.load_bench --workers 2 --experiments 20 --ws-clients 100 \\
-        --query-rate 100 --duration 60 --write docs/benchmarks.md
+        --query-rate 50 --duration 60 --write docs/benchmarks.md
 """
 
 from __future__ import annotations
