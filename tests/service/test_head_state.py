@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -148,16 +148,18 @@ def test_a_head_that_no_longer_answers_is_stopped_before_its_experiments_fail(
     runtime, settings, exp_id = _runtime_on(tmp_path)
     temp_dir = tmp_path / "hung-ray"
     # Looks like our head to every check (command line, pid, start time) but never answers.
+    # The interpreter itself, not a launcher that execs it: while a process is between two
+    # execs its command line reads empty, and the check would rightly say "not that head".
     hung = subprocess.Popen(
-        ["python3", "-c", "import time; time.sleep(120)", "start", "--head",
-         f"--temp-dir={temp_dir}"],
+        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(120)",
+         "start", "--head", f"--temp-dir={temp_dir}"],
+        stdout=subprocess.PIPE,
         start_new_session=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 10
-        while "--head" not in Path(f"/proc/{hung.pid}/cmdline").read_bytes().decode():
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        assert hung.stdout is not None
+        ready, _, _ = select.select([hung.stdout], [], [], 30)
+        assert ready and hung.stdout.readline() == b"up\n"  # past every exec, in its own code
         started = proc_start_time(hung.pid) or 0
         head_state.save(settings.data_dir, _record(hung.pid, started, temp_dir, (hung.pid, 0)))
 
@@ -174,6 +176,7 @@ def test_a_head_that_no_longer_answers_is_stopped_before_its_experiments_fail(
     finally:
         hung.kill()
         hung.wait(timeout=10)
+        hung.stdout.close()
 
 
 @pytest.mark.ray
