@@ -669,7 +669,7 @@ def main() -> None:
     parser.add_argument(
         "--query-rate",
         type=float,
-        default=100.0,
+        default=50.0,
         help="open-loop query storm, queries/s (Poisson arrivals; 0: none)",
     )
     parser.add_argument(
