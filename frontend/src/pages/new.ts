@@ -27,6 +27,7 @@ import {
   presetSets,
   setPath,
 } from "../form/fields";
+import { deletePath, suggestField } from "../form/unknownKeys";
 import { clear, el } from "../ui/dom";
 
 function defaultName(envId: string): string {
@@ -72,6 +73,7 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
   const tagsInput = el("input", { name: "tags", id: "f-tags", placeholder: "baseline, cartpole", autocomplete: "off" });
   const tagsError = el("p", { class: "field-error", "data-error-for": "tags" });
   const formError = el("div", { class: "error-box", hidden: true, role: "alert" });
+  const unknownBox = el("div", { class: "error-box unknown-keys", hidden: true, "data-role": "unknown-keys" });
   const submit = el("button", { type: "submit", class: "btn" }, "Create and start");
   const fileInput = el("input", { type: "file", accept: ".json,.yaml,.yml,application/json,text/yaml", "aria-label": "Upload a JSON or YAML config" });
   const pasteArea = el("textarea", { rows: 6, name: "paste", placeholder: "Paste a JSON or YAML config (or {name, tags, config}) and press Apply" });
@@ -86,6 +88,7 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
     el("div", { class: "page-head" }, el("h1", {}, "New experiment"), el("a", { href: "#/" }, "Cancel")),
     el("details", { class: "file-load" }, el("summary", {}, "Load a config file (JSON or YAML)"), el("div", { class: "fields" }, fileInput, pasteArea, applyBtn, fileMsg)),
     formError,
+    unknownBox,
     el(
       "fieldset",
       {},
@@ -112,6 +115,47 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
       if (views.has(path) || [...views.keys()].some((p) => path.startsWith(`${p}.`))) continue;
       setPath(extras, path, value);
     }
+    renderUnknown();
+  }
+
+  /** Keys the form has no input for, each with a "did you mean" and a way out: PPOConfig
+   * refuses unknown keys, so hiding them would make every submit fail. */
+  function renderUnknown(): void {
+    clear(unknownBox);
+    const unknown = [...flatten(extras)];
+    unknownBox.hidden = unknown.length === 0;
+    if (!unknown.length) return;
+    const known = [...views.keys()];
+    unknownBox.append(
+      el("strong", {}, `${unknown.length === 1 ? "This key is" : "These keys are"} not PPOConfig fields; the experiment cannot be created with ${unknown.length === 1 ? "it" : "them"}:`),
+      el(
+        "ul",
+        {},
+        unknown.map(([path, value]) => {
+          const guess = suggestField(path, known);
+          const remove = el("button", { type: "button", class: "btn secondary small", "data-action": "remove-key" }, "Remove");
+          remove.addEventListener("click", () => {
+            deletePath(extras, path);
+            renderUnknown();
+          });
+          const item = el("li", { "data-unknown-key": path }, el("code", {}, `${path} = ${JSON.stringify(value)}`), guess ? ` — did you mean ${guess}? ` : " — no field of that name. ");
+          if (guess) {
+            const use = el("button", { type: "button", class: "btn secondary small", "data-action": "use-suggestion" }, `Use as ${guess}`);
+            use.addEventListener("click", () => {
+              const view = views.get(guess) as FieldView;
+              writeInput(view, value);
+              touched.add(guess);
+              view.wrap.removeAttribute("data-from-preset");
+              deletePath(extras, path);
+              renderUnknown();
+            });
+            item.append(use, " ");
+          }
+          item.append(remove);
+          return item;
+        }),
+      ),
+    );
   }
   setValues(DEFAULTS);
   nameInput.value = defaultName(String(DEFAULTS.env_id ?? "experiment"));
@@ -145,7 +189,8 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
       values.set(v.spec.path, parsed.value);
     }
     try {
-      const resolved = await api.resolvePreset(chosenConfig(values, touched, extras));
+      // Unknown keys are listed in their own box; they would only make the preset unreadable.
+      const resolved = await api.resolvePreset(chosenConfig(values, touched, {}));
       if (!closed && seq === resolveSeq) showResolved(resolved);
     } catch (e) {
       if (closed || seq !== resolveSeq) return;
@@ -178,9 +223,10 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
     void refreshPreset();
     if (name) nameInput.value = name;
     if (tags) tagsInput.value = tags.join(", ");
-    fileMsg.textContent = message;
-    fileMsg.className = "muted";
-    if (Object.keys(extras).length) advanced.open = true;
+    const unknown = flatten(extras).size;
+    fileMsg.textContent = unknown ? `${message} ${unknown} key${unknown === 1 ? " is" : "s are"} not config fields: see above the form.` : message;
+    fileMsg.className = unknown ? "field-error" : "muted";
+    if (unknown) unknownBox.scrollIntoView({ block: "center" });
   }
 
   async function applyText(text: string, source: string): Promise<void> {
