@@ -166,6 +166,47 @@ def test_sweep_page_draws_bands_ranks_groups_updates_live_and_stops(
     api.close()
 
 
+def test_sweep_page_shows_metrics_that_came_without_an_announcement(
+    server: LiveServer, page: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service announces a member's progress at most once per PROGRESS_ANNOUNCE_S and never
+    sends a skipped announcement later: the page must still show the member's last metrics."""
+    api = httpx.Client(base_url=f"{server.url}/api/v1", timeout=30)
+    body = {"name": "quiet", "config": CONFIG, "grid": {"lr": [1e-3]}, "seeds": [0, 1]}
+    sweep = api.post("/sweeps", json=body).json()
+    tokens = {m["id"]: _start(server, m["id"]) for m in sweep["members"]}
+    for exp_id, token in tokens.items():
+        _post(server, exp_id, token, range(1000, 11_000, 1000), 0.0)  # final return 10
+    path = f"/api/v1/sweeps/{sweep['id']}/metrics"
+
+    def fetches() -> int:
+        """Finished requests for the sweep's metrics (the page's resource timing entries)."""
+        return int(
+            page.evaluate(
+                "(p) => performance.getEntriesByType('resource')"
+                ".filter((e) => e.name.includes(p)).length",
+                path,
+            )
+        )
+
+    page.goto(f"{server.url}/#/sweeps/{sweep['id']}")
+    first = page.locator("table.ranking tbody tr").first
+    wait_until(lambda: "2 / 2" in first.inner_text(), 30, "both members in the ranking")
+    wait_until(lambda: first.locator("td").nth(2).inner_text() == "10", 15, "final mean 10")
+    # The page load's fetch and the one when the live stream comes online are both done.
+    wait_until(lambda: fetches() >= 2, 15, "the page's first two metric refreshes")
+
+    # From now on no progress is announced (as for an ingest within a second of the last one).
+    monkeypatch.setattr(experiments, "PROGRESS_ANNOUNCE_S", 3600.0)
+    for exp_id, token in tokens.items():
+        _post(server, exp_id, token, range(11_000, 31_000, 1000), 0.0)  # final return 30
+    wait_until(lambda: first.locator("td").nth(2).inner_text() == "30", 15, "final mean 30")
+    assert api.get(f"/sweeps/{sweep['id']}/metrics").json()["metrics"]["episode_return_mean"][
+        "groups"
+    ][0]["final"]["mean"] == pytest.approx(30.0)
+    api.close()
+
+
 @pytest.fixture(scope="module")
 def ray_server(
     ray_head: Any, frontend_dist: Path, tmp_path_factory: pytest.TempPathFactory

@@ -2,7 +2,10 @@
  * Sweep page: one band + mean line per seed group (the server aggregates over seeds on a common
  * env-steps grid), groups ranked by final mean return, final return against each grid key, and
  * the members. Live: the list websocket carries every member's status and progress; a member's
- * change refreshes the group metrics (at most one request in flight, one every 2 s).
+ * change refreshes the group metrics (at most one request in flight, one every 2 s). The service
+ * announces progress at most once a second per member and never sends a skipped announcement
+ * later, so while a member is active (and for a while after the last message) the page keeps
+ * refreshing: the last metrics of a run are never left out of the ranking.
  */
 
 import { api, ApiError, wsUrl } from "../api/client";
@@ -171,6 +174,11 @@ export function mountSweep(root: HTMLElement, id: number): () => void {
   let wanted = false;
   let lastFetch = 0;
   let timer: ReturnType<typeof setTimeout> | null = null;
+  /** Refresh at least until then: messages may have left metrics unannounced. */
+  let settleUntil = 0;
+  function live(): boolean {
+    return Date.now() < settleUntil || [...members.values()].some((m) => !FINISHED.has(m.status));
+  }
   async function fetchMetrics(): Promise<void> {
     inFlight = true;
     wanted = false;
@@ -184,7 +192,7 @@ export function mountSweep(root: HTMLElement, id: number): () => void {
       if (!closed) showError(e);
     } finally {
       inFlight = false;
-      if (wanted && !closed) scheduleMetrics();
+      if ((wanted || live()) && !closed) scheduleMetrics();
     }
   }
   function scheduleMetrics(): void {
@@ -234,6 +242,7 @@ export function mountSweep(root: HTMLElement, id: number): () => void {
     onMessage: (msg: StreamMessage) => {
       if (msg.type !== "experiment" || msg.experiment.sweep_id !== id) return;
       members.set(msg.experiment.id, msg.experiment);
+      settleUntil = Date.now() + 2 * REFRESH_MS;
       renderLive();
       scheduleMetrics();
     },
