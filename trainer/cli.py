@@ -3,6 +3,7 @@
     rollout train [--config FILE] [--env ID] [--set key=value ...] [--stop-return R]
                   [--stop-steps N] [--stop-seconds S] [--seed S] --out DIR
     rollout train --resume CHECKPOINT [--set ...] [--stop-...] --out DIR
+    rollout train ... --out DIR --overwrite     (replace the run DIR holds)
     rollout evaluate CHECKPOINT --episodes N [--seed S] [--stochastic] [--video out.webm|out.mp4]
 
 The config is resolved first (PPOConfig defaults < the env family's preset < the file and the
@@ -96,7 +97,17 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--stop-steps", type=int, help="stop.env_steps")
     train.add_argument("--stop-seconds", type=float, help="stop.wall_seconds")
     train.add_argument("--seed", type=int)
-    train.add_argument("--out", type=Path, required=True, help="output directory")
+    train.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="output directory; must be empty or new unless --resume or --overwrite",
+    )
+    train.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the run in --out (its config.json, metrics.jsonl and checkpoints/)",
+    )
     evaluate = sub.add_parser("evaluate", help="evaluate a checkpoint")
     evaluate.add_argument("checkpoint", type=Path, help="checkpoint directory or .tar.gz")
     evaluate.add_argument("--episodes", type=int, default=10)
@@ -232,7 +243,7 @@ def _train(args: argparse.Namespace) -> int:
     _check_env(config)
 
     out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
+    _prepare_out(out, resume=args.resume is not None, overwrite=args.overwrite)
     (out / "config.json").write_text(json.dumps(config.to_json_dict(), indent=2))
     print(describe_resolution(resolution, out / "config.json"), flush=True)
     if args.resume is not None:
@@ -262,6 +273,39 @@ def _train(args: argparse.Namespace) -> int:
     finally:
         interrupted.restore()
         algo.stop()
+
+
+RUN_FILES = ("config.json", "metrics.jsonl", "checkpoints")
+
+
+def _prepare_out(out: Path, *, resume: bool, overwrite: bool) -> None:
+    """A fresh run in a used directory would append to its metrics.jsonl (iterations 157 then
+    1, 2, ...) and its new checkpoints would lose to the old, later ones under keep-latest; so
+    a non-empty --out needs --resume (continue it: iterations go on from the checkpoint) or
+    --overwrite (its run files are removed first)."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a directory")
+    if overwrite and resume:
+        raise ConfigError("--overwrite and --resume exclude each other")
+    used = out.is_dir() and any(out.iterdir())
+    if used and overwrite:
+        import shutil
+
+        for name in RUN_FILES:
+            path = out / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+    elif used and not resume:
+        held = sorted(p.name for p in out.iterdir())
+        listed = ", ".join(held[:5]) + (", ..." if len(held) > 5 else "")
+        raise ConfigError(
+            f"--out {out} is not empty (it holds {listed}); "
+            "choose a new directory, continue its run with --resume CHECKPOINT, "
+            "or replace it with --overwrite"
+        )
+    out.mkdir(parents=True, exist_ok=True)
 
 
 class _InterruptFlag:

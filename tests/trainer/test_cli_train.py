@@ -223,3 +223,37 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path: Path) -> None:
     latest = CheckpointManager(out / "checkpoints", keep=5).latest()
     assert latest is not None
     assert read_meta(latest)["iteration"] == _metrics(out)[-1]["iteration"]
+
+
+TINY_RUN = (
+    "--env", "CartPole-v1", "--stop-steps", "1024", "--set", "train_batch_size_per_learner=512",
+    "--set", "minibatch_size=128", "--set", "num_epochs=1", "--set", "num_gpus_per_learner=0",
+)  # fmt: skip
+
+
+def test_a_used_out_dir_is_refused_unless_overwrite_or_resume(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    first = rollout("train", *TINY_RUN, "--out", str(out), timeout=180)
+    assert first.returncode == 0, first.stderr[-2000:]
+    before = (out / "metrics.jsonl").read_text()
+
+    again = rollout("train", *TINY_RUN, "--out", str(out), timeout=180)
+    assert again.returncode == 2, again.stdout[-2000:]
+    assert "is not empty" in again.stderr and "--overwrite" in again.stderr
+    assert "Traceback" not in again.stderr
+    assert (out / "metrics.jsonl").read_text() == before  # nothing appended or replaced
+
+    replaced = rollout("train", *TINY_RUN, "--out", str(out), "--overwrite", timeout=180)
+    assert replaced.returncode == 0, replaced.stderr[-2000:]
+    assert [r["iteration"] for r in _metrics(out)] == [1, 2]
+    reported = replaced.stdout.rsplit("checkpoint ", 1)[1].strip()
+    assert Path(reported).exists(), replaced.stdout[-1000:]
+    kept = CheckpointManager(out / "checkpoints", keep=5).latest()
+    assert kept is not None and read_meta(kept)["iteration"] == 2
+
+    both = rollout("train", "--resume", str(kept), "--overwrite", "--out", str(out))
+    assert both.returncode == 2 and "exclude each other" in both.stderr
+
+    resumed = rollout("train", "--resume", str(kept), "--stop-steps", "2048", "--out", str(out))
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert [r["iteration"] for r in _metrics(out)] == [1, 2, 3, 4]  # the run goes on
