@@ -15,6 +15,8 @@ resuming live here too; the on-disk format is trainer/checkpoint.py's.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,51 @@ from trainer.env_runner_group import EnvRunnerGroup, ensure_ray, needs_ray
 from trainer.envs import env_spaces
 from trainer.learner_group import LearnerGroup
 from trainer.metrics import EpisodeWindow, Timers
+
+
+@dataclass(frozen=True)
+class IterationResult:
+    """What one `PPO.train_iteration()` did, typed; `metrics` is its flat form (computed once),
+    the one dict every sink writes (the service's metric rows, metrics.jsonl, the console).
+
+    `episode` holds the return window's statistics (episode_return_mean/min/max,
+    episode_len_mean; NaN before the first finished episode), `learner` the learner's stats
+    (losses, entropy, KL, ...), `timers` the phase timers (time_<phase>_s)."""
+
+    iteration: int
+    env_steps: int  # lifetime
+    episodes: int  # lifetime, finished
+    episode: dict[str, float]
+    learner: dict[str, float]
+    env_steps_per_s: float
+    timers: dict[str, float]
+    time_env_step_s: float
+    time_inference_s: float
+    time_s: float  # since the run's start_time
+    policy_lag: int
+    env_runner_restarts: int
+
+    @property
+    def episode_return_mean(self) -> float:
+        return self.episode["episode_return_mean"]
+
+    @cached_property
+    def metrics(self) -> dict[str, float]:
+        """The flat metrics: every value a float, keys as the dashboard and metrics.jsonl use."""
+        return {
+            "iteration": float(self.iteration),
+            "env_steps": float(self.env_steps),
+            "episodes": float(self.episodes),
+            **self.episode,
+            **self.learner,
+            "env_steps_per_s": self.env_steps_per_s,
+            **self.timers,
+            "time_env_step_s": self.time_env_step_s,
+            "time_inference_s": self.time_inference_s,
+            "time_s": self.time_s,
+            "policy_lag": float(self.policy_lag),
+            "env_runner_restarts": float(self.env_runner_restarts),
+        }
 
 
 class PPO:
@@ -50,13 +97,18 @@ class PPO:
         self.env_steps = 0  # lifetime, transitions only
         self.weights_version = 0
         self.last_metrics: dict[str, float] = {}
+        self.last_result: IterationResult | None = None
         self.env_runners.sync_weights(
             self.weights_version, self.learner_group.get_inference_weights()
         )
 
     def train(self) -> dict[str, float]:
-        """One iteration; returns its flat metrics. With overlap_sampling the EnvRunners sample
-        the next batch (with the weights before this update) while the Learner trains."""
+        """One iteration; returns its flat metrics (`train_iteration().metrics`)."""
+        return self.train_iteration().metrics
+
+    def train_iteration(self) -> IterationResult:
+        """One iteration, typed. With overlap_sampling the EnvRunners sample the next batch
+        (with the weights before this update) while the Learner trains."""
         batch_size = self.config.total_train_batch_size
         timers = Timers()
         with timers("iteration"):
@@ -79,32 +131,33 @@ class PPO:
                 weights = self.learner_group.get_inference_weights()
                 self.env_runners.sync_weights(self.weights_version, weights)
         self.iteration += 1
-        self.last_metrics = self._metrics(results, steps, learner_stats, timers, policy_lag)
-        return self.last_metrics
+        result = self._result(results, steps, learner_stats, timers, policy_lag)
+        self.last_result, self.last_metrics = result, result.metrics
+        return result
 
-    def _metrics(
+    def _result(
         self,
         results: list[SampleResult],
         steps: int,
         learner_stats: dict[str, float],
         timers: Timers,
         policy_lag: int,
-    ) -> dict[str, float]:
+    ) -> IterationResult:
         seconds = timers.as_dict()
-        return {
-            "iteration": float(self.iteration),
-            "env_steps": float(self.env_steps),
-            "episodes": float(self.window.episodes),
-            **self.window.as_dict(),
-            **learner_stats,
-            "env_steps_per_s": steps / max(seconds["time_iteration_s"], 1e-9),
-            **seconds,
-            "time_env_step_s": sum(r.time_env_s for r in results),
-            "time_inference_s": sum(r.time_inference_s for r in results),
-            "time_s": time.monotonic() - self.start_time,
-            "policy_lag": float(policy_lag),
-            "env_runner_restarts": float(self.env_runners.restarts),
-        }
+        return IterationResult(
+            iteration=self.iteration,
+            env_steps=self.env_steps,
+            episodes=self.window.episodes,
+            episode=self.window.as_dict(),
+            learner=dict(learner_stats),
+            env_steps_per_s=steps / max(seconds["time_iteration_s"], 1e-9),
+            timers=seconds,
+            time_env_step_s=sum(r.time_env_s for r in results),
+            time_inference_s=sum(r.time_inference_s for r in results),
+            time_s=time.monotonic() - self.start_time,
+            policy_lag=policy_lag,
+            env_runner_restarts=self.env_runners.restarts,
+        )
 
     # --- stop criteria -------------------------------------------------------------------------
     def stop_reason(self) -> str | None:

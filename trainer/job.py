@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-import math
 import os
-import shutil
 import signal
 import sys
 import tempfile
@@ -32,17 +30,19 @@ from typing import TYPE_CHECKING, Any
 
 from trainer.config import PPOConfig
 from trainer.job_token import job_token
+from trainer.loop import ArchiveCheckpoints, ReporterSink, progress_line, run_loop
 from trainer.reporter import Reporter
 from trainer.wire import (
     API_PREFIX,
     ENV_API_URL,
     ENV_EXPERIMENT_ID,
     ENV_JOB_DIR,
-    CheckpointMeta,
 )
 
 if TYPE_CHECKING:
     from trainer.algorithm import PPO
+
+__all__ = ["ExperimentRun", "JobEnv", "StopFlag", "main", "progress_line"]
 
 log = logging.getLogger("trainer.job")
 
@@ -131,16 +131,14 @@ class StopFlag:
 
 
 class ExperimentRun:
-    """One experiment's training loop and its reports to the API."""
+    """One experiment's run: the shared training loop (trainer/loop.py) with the reporter's
+    sinks, then the final report to the API."""
 
     def __init__(self, env: JobEnv, reporter: Reporter, stop_flag: StopFlag) -> None:
         self.env = env
         self.reporter = reporter
         self.stop_flag = stop_flag
         self.t0 = time.monotonic()
-        self.last_saved_iteration = -1
-        self.last_metrics: dict[str, float] | None = None
-        self.best_return = -math.inf
 
     def run(self) -> int:
         """Train until a stop criterion or a stop request; returns the process exit code."""
@@ -150,9 +148,14 @@ class ExperimentRun:
             config = PPOConfig.model_validate(spec["config"])
             self.reporter.report_status("running", reason="job started")
             algo = self._build(config, spec)
-            reason = self._loop(algo, config)
-            self._save(algo, final=True)
-            self._finish(reason)
+            outcome = run_loop(
+                algo,
+                sinks=[ReporterSink(self.reporter, self.t0)],
+                checkpoints=ArchiveCheckpoints(self.env.job_dir, self.reporter),
+                checkpoint_every=config.checkpoint_every,
+                stop_requested=lambda: self.stop_flag.is_set,
+            )
+            self._finish(outcome.reason or "stop requested")
             return 0
         except Exception as exc:
             tail = "".join(traceback.format_exception(exc)).splitlines()[-LOG_TAIL_LINES:]
@@ -176,51 +179,6 @@ class ExperimentRun:
         # The new experiment's config wins (e.g. a later stop criterion); counters continue.
         return PPO.from_checkpoint(archive, config, start_time=self.t0)
 
-    def _loop(self, algo: PPO, config: PPOConfig) -> str:
-        while True:
-            if self.stop_flag.is_set:
-                return "stop requested"
-            metrics = algo.train()
-            self._report_iteration(metrics)
-            iteration = int(metrics["iteration"])
-            if config.checkpoint_every and iteration % config.checkpoint_every == 0:
-                self._save(algo, final=False, metrics=metrics)
-            if reason := algo.stop_reason():
-                return reason
-
-    def _report_iteration(self, metrics: dict[str, float]) -> None:
-        self.last_metrics = metrics
-        step = int(metrics["env_steps"])
-        self.reporter.add_metrics(step, time.monotonic() - self.t0, metrics)
-        ret = metrics.get("episode_return_mean", math.nan)
-        if math.isfinite(ret):
-            self.best_return = max(self.best_return, ret)
-        self.reporter.add_log(progress_line(metrics, self.best_return))
-
-    def _save(self, algo: PPO, *, final: bool, metrics: dict[str, float] | None = None) -> None:
-        """Save, pack and queue a checkpoint (skipped when this iteration is saved already)."""
-        from trainer.checkpoint import pack
-
-        metrics = metrics or self.last_metrics
-        if metrics is None:
-            return  # stopped before the first iteration: nothing worth saving
-        iteration = int(metrics["iteration"])
-        if iteration == self.last_saved_iteration:
-            return
-        directory = algo.save_checkpoint(self.env.job_dir / "checkpoints" / f"iter_{iteration:06d}")
-        archive = pack(directory)
-        shutil.rmtree(directory, ignore_errors=True)
-        ret = metrics.get("episode_return_mean")
-        meta = CheckpointMeta(
-            iteration=iteration,
-            env_steps=int(metrics["env_steps"]),
-            episode_return_mean=ret if ret is not None and math.isfinite(ret) else None,
-        )
-        self.reporter.add_checkpoint(archive, meta)
-        self.last_saved_iteration = iteration
-        kind = "final checkpoint" if final else "checkpoint"
-        self.reporter.add_log(f"{kind} saved at iteration {iteration}")
-
     def _finish(self, reason: str) -> None:
         timeout_s = self.stop_flag.flush_timeout_s
         if not self.reporter.close(timeout_s):
@@ -243,17 +201,6 @@ class ExperimentRun:
             )
         except Exception:
             log.exception("could not report the failure; the service reads Ray's job log instead")
-
-
-def progress_line(metrics: dict[str, float], best_return: float) -> str:
-    """One human-readable line per iteration for the dashboard's log tail."""
-    ret = metrics.get("episode_return_mean", math.nan)
-    sps = metrics.get("env_steps_per_s", math.nan)
-    best = f"{best_return:.1f}" if math.isfinite(best_return) else "-"
-    return (
-        f"iter {int(metrics['iteration'])} steps {int(metrics['env_steps'])} "
-        f"return {ret:.1f} (best {best}) {sps:.0f} steps/s"
-    )
 
 
 def main() -> int:
