@@ -13,26 +13,29 @@ inputs from the environment (API URL, token, evaluation id, job dir), never the 
 
 from __future__ import annotations
 
-import importlib
 import logging
 import math
 import os
 import shutil
 import sys
-import tempfile
-import threading
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from trainer.api_client import (
+    Backoff,
+    Failure,
+    JobApiClient,
+    PermanentError,
+    ServerError,
+    job_preamble,
+    usable_job_dir,
+)
 from trainer.job_token import job_token
-from trainer.reporter import Backoff, PermanentError
 from trainer.wire import (
-    API_PREFIX,
     ENV_API_URL,
     ENV_EVALUATION_ID,
     ENV_JOB_DIR,
@@ -44,10 +47,7 @@ from trainer.wire import (
 
 log = logging.getLogger("trainer.evaluation_job")
 
-RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 FLUSH_S = 0.5
-LOG_TAIL_LINES = 100
-CHUNK_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -71,29 +71,13 @@ class EvaluationJobEnv:
             api_url=api_url,
             token=job_token(environ, api_url, f"evaluations/{evaluation_id}"),
             evaluation_id=evaluation_id,
-            job_dir=_usable_dir(environ.get(ENV_JOB_DIR), evaluation_id),
+            job_dir=usable_job_dir(environ.get(ENV_JOB_DIR), f"rollout-eval-{evaluation_id}-"),
         )
 
 
-def _usable_dir(wanted: str | None, evaluation_id: int) -> Path:
-    """The launcher's job dir if this node can write there, else a private temp dir."""
-    if wanted:
-        try:
-            path = Path(wanted)
-            path.mkdir(parents=True, exist_ok=True)
-            if os.access(path, os.W_OK):
-                return path
-        except OSError:
-            pass
-    return Path(tempfile.mkdtemp(prefix=f"rollout-eval-{evaluation_id}-"))
-
-
-class _Retryable(RuntimeError):
-    pass
-
-
 class JobApi:
-    """The evaluation's job routes, each call retried on transient failures until a deadline."""
+    """The evaluation's job routes on the job client (trainer/api_client.py: its retry policy
+    and statuses), each call retried until a deadline."""
 
     def __init__(
         self,
@@ -104,82 +88,30 @@ class JobApi:
         backoff: Backoff | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self.base = f"{API_PREFIX}/jobs/evaluations/{evaluation_id}"
-        self.backoff = backoff or Backoff()
-        self.client = httpx.Client(
-            base_url=api_url.rstrip("/"),
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=30.0,
-            transport=transport,
+        self.api = JobApiClient.for_job(
+            api_url, token, "evaluations", evaluation_id, backoff=backoff, transport=transport
         )
 
     def spec(self) -> EvaluationSpec:
-        return EvaluationSpec.model_validate(self._call("GET", "").json())
+        return EvaluationSpec.model_validate(self.api.call("GET").json())
 
     def report(self, report: EvaluationStatusReport) -> None:
-        self._call("POST", "/status", json=report.model_dump(mode="json"))
+        self.api.call("POST", "/status", json=report.model_dump(mode="json"))
 
     def post_episodes(self, episodes: list[EpisodeResult]) -> None:
         body = EpisodeResults(episodes=episodes).model_dump(mode="json")
-        self._call("POST", "/episodes", json=body)
+        self.api.call("POST", "/episodes", json=body)
 
     def download_checkpoint(self, dest: Path) -> Path:
-        def fetch() -> httpx.Response:
-            with self.client.stream("GET", f"{self.base}/checkpoint") as response:
-                _check(response)
-                with dest.open("wb") as f:
-                    for chunk in response.iter_bytes(CHUNK_BYTES):
-                        f.write(chunk)
-                return response
-
-        self._retry(fetch, timeout_s=120.0)
-        return dest
+        return self.api.download("/checkpoint", dest, timeout_s=120.0)
 
     def upload_video(self, path: Path, meta: dict[str, Any]) -> None:
         data = path.read_bytes()  # at most the video cap (2 MB)
         headers = {"Content-Type": meta["media_type"]}
-        self._call("PUT", "/video", params=meta, content=data, headers=headers)
-
-    def _call(self, method: str, path: str, timeout_s: float = 60.0, **kwargs: Any) -> Any:
-        def once() -> httpx.Response:
-            response = self.client.request(method, self.base + path, **kwargs)
-            _check(response)
-            return response
-
-        return self._retry(once, timeout_s)
-
-    def _retry(self, fn: Any, timeout_s: float) -> Any:
-        deadline = time.monotonic() + timeout_s
-        failures = 0
-        while True:
-            try:
-                return fn()
-            except (httpx.TransportError, _Retryable) as exc:
-                failures += 1
-                delay = self.backoff.delay(failures)
-                if time.monotonic() + delay > deadline:
-                    raise TimeoutError(
-                        f"the API did not answer for {timeout_s:.0f}s: {exc}"
-                    ) from exc
-                time.sleep(delay)
+        self.api.call("PUT", "/video", params=meta, content=data, headers=headers)
 
     def close(self) -> None:
-        self.client.close()
-
-
-def _check(response: httpx.Response) -> None:
-    if response.status_code < 400:
-        return
-    response.read()
-    try:
-        text = str(response.json()["error"]["message"])  # the service's error shape
-    except (ValueError, KeyError, TypeError):
-        text = response.text[:500]
-    call = f"{response.request.method} {response.request.url.path}"
-    detail = f"{call} -> {response.status_code}: {text}"
-    if response.status_code in RETRYABLE_STATUS:
-        raise _Retryable(detail)
-    raise PermanentError(detail)
+        self.api.close()
 
 
 class EpisodeSender:
@@ -221,15 +153,10 @@ def run(env: EvaluationJobEnv, api: JobApi) -> int:
         )
         return 0
     except Exception as exc:
-        tail = "".join(traceback.format_exception(exc)).splitlines()[-LOG_TAIL_LINES:]
-        log.error("evaluation failed:\n%s", "\n".join(tail))
-        error = f"{type(exc).__name__}: {exc}"
+        failure = Failure.of(exc, "evaluation")
         try:
-            report = EvaluationStatusReport(  # the API refuses NUL (PostgreSQL cannot store it)
-                status="failed",
-                reason="job raised",
-                error=error.replace("\x00", "\ufffd")[-20_000:],
-                log_tail="\n".join(tail).replace("\x00", "\ufffd")[-200_000:],
+            report = EvaluationStatusReport(
+                status="failed", reason="job raised", error=failure.error, log_tail=failure.log_tail
             )
             api.report(report)
         except Exception:
@@ -258,7 +185,7 @@ def _evaluate(
         meta = {k: v for k, v in info.to_dict().items() if k != "size_bytes"}
         try:
             api.upload_video(video, meta)
-        except PermanentError as exc:
+        except (PermanentError, ServerError) as exc:
             messages.append(f"the video could not be stored: {exc}")
 
     result = evaluate(
@@ -280,13 +207,7 @@ def _evaluate(
 
 
 def main() -> int:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    # torch + gymnasium take seconds to import: do it while the first API calls are in flight.
-    preload = threading.Thread(target=importlib.import_module, args=("trainer.checkpoint",))
-    preload.daemon = True
-    preload.start()
+    job_preamble(preload="trainer.checkpoint")
     env = EvaluationJobEnv.from_environ()
     api = JobApi(env.api_url, env.token, env.evaluation_id)
     log.info("evaluation %d, job dir %s", env.evaluation_id, env.job_dir)

@@ -14,20 +14,18 @@ is saved and uploaded first) or `failed` (with the error and the traceback tail)
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import signal
 import sys
-import tempfile
 import threading
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from trainer.api_client import Failure, job_preamble, usable_job_dir
 from trainer.config import PPOConfig
 from trainer.job_token import job_token
 from trainer.loop import ArchiveCheckpoints, ReporterSink, progress_line, run_loop
@@ -46,9 +44,23 @@ __all__ = ["ExperimentRun", "JobEnv", "StopFlag", "main", "progress_line"]
 
 log = logging.getLogger("trainer.job")
 
+# How long the end of a run waits for the reporter to deliver what it holds (and then for the
+# final status to get through); ROLLOUT_REPORTER_PATIENCE_S sets it.
 FLUSH_TIMEOUT_S = 60.0
+ENV_PATIENCE = "ROLLOUT_REPORTER_PATIENCE_S"
 ORPHAN_FLUSH_TIMEOUT_S = 5.0
-LOG_TAIL_LINES = 100
+
+
+def reporter_patience_s(environ: dict[str, str] | os._Environ[str] = os.environ) -> float:
+    """FLUSH_TIMEOUT_S, or ROLLOUT_REPORTER_PATIENCE_S when set to a positive number."""
+    raw = environ.get(ENV_PATIENCE, "")
+    try:
+        value = float(raw)
+    except ValueError:
+        if raw:
+            log.warning("ignoring %s=%r: not a number", ENV_PATIENCE, raw)
+        return FLUSH_TIMEOUT_S
+    return value if value > 0 else FLUSH_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -71,21 +83,8 @@ class JobEnv:
             api_url=environ[ENV_API_URL],
             token=job_token(environ, environ[ENV_API_URL], f"experiments/{exp_id}"),
             experiment_id=exp_id,
-            job_dir=_usable_job_dir(environ.get(ENV_JOB_DIR), exp_id),
+            job_dir=usable_job_dir(environ.get(ENV_JOB_DIR), f"rollout-job-{exp_id}-"),
         )
-
-
-def _usable_job_dir(wanted: str | None, exp_id: str) -> Path:
-    """The launcher's job dir if this node can write there, else a private temp dir."""
-    if wanted:
-        try:
-            path = Path(wanted)
-            path.mkdir(parents=True, exist_ok=True)
-            if os.access(path, os.W_OK):
-                return path
-        except OSError:
-            pass
-    return Path(tempfile.mkdtemp(prefix=f"rollout-job-{exp_id}-"))
 
 
 class StopFlag:
@@ -127,7 +126,7 @@ class StopFlag:
 
     @property
     def flush_timeout_s(self) -> float:
-        return ORPHAN_FLUSH_TIMEOUT_S if self.orphaned else FLUSH_TIMEOUT_S
+        return ORPHAN_FLUSH_TIMEOUT_S if self.orphaned else reporter_patience_s()
 
 
 class ExperimentRun:
@@ -158,9 +157,7 @@ class ExperimentRun:
             self._finish(outcome.reason or "stop requested")
             return 0
         except Exception as exc:
-            tail = "".join(traceback.format_exception(exc)).splitlines()[-LOG_TAIL_LINES:]
-            log.error("experiment failed:\n%s", "\n".join(tail))
-            self._fail(f"{type(exc).__name__}: {exc}", "\n".join(tail))
+            self._fail(Failure.of(exc, "experiment"))
             return 1
         finally:
             if algo is not None:
@@ -180,39 +177,48 @@ class ExperimentRun:
         return PPO.from_checkpoint(archive, config, start_time=self.t0)
 
     def _finish(self, reason: str) -> None:
+        """The final status, after the reporter delivered everything or its patience ran out:
+        then the status says what did not arrive (the API recovers the metric rows from the
+        job dir's JSONL copy before it accepts a final status, when it can read it)."""
         timeout_s = self.stop_flag.flush_timeout_s
-        if not self.reporter.close(timeout_s):
-            log.warning("not every metric/checkpoint reached the API; see %s", self.env.job_dir)
+        missing = self._flush(timeout_s)
         if self.stop_flag.orphaned and reason == "stop requested":
-            reason = "stopped: the Ray job supervisor went away"
-            self.reporter.report_status("stopped", reason=reason, timeout_s=timeout_s)
+            status, reason = "stopped", "stopped: the Ray job supervisor went away"
         elif self.stop_flag.is_set and reason == "stop requested":
-            self.reporter.report_status("stopped", reason="stopped by request")
+            status, reason = "stopped", "stopped by request"
         else:
-            self.reporter.report_status("succeeded", reason=f"stop criterion met: {reason}")
+            status, reason = "succeeded", f"stop criterion met: {reason}"
+        self.reporter.report_status(status, reason=reason + missing, timeout_s=timeout_s)
 
-    def _fail(self, error: str, log_tail: str) -> None:
-        self.reporter.add_log(error)
+    def _fail(self, failure: Failure) -> None:
+        self.reporter.add_log(failure.error)
         timeout_s = self.stop_flag.flush_timeout_s
-        self.reporter.close(timeout_s)
+        missing = self._flush(timeout_s)
         try:
             self.reporter.report_status(
-                "failed", reason="job raised", error=error, log_tail=log_tail, timeout_s=timeout_s
+                "failed",
+                reason="job raised" + missing,
+                error=failure.error,
+                log_tail=failure.log_tail,
+                timeout_s=timeout_s,
             )
         except Exception:
             log.exception("could not report the failure; the service reads Ray's job log instead")
 
+    def _flush(self, timeout_s: float) -> str:
+        """Wait up to `timeout_s` for the reporter; "" when all arrived, else "; not delivered
+        to the API: ..." for the final status's reason."""
+        if self.reporter.close(timeout_s):
+            return ""
+        undelivered = self.reporter.undelivered()
+        log.warning("%s", undelivered.describe())
+        return f"; {undelivered.describe()}" if undelivered else ""
+
 
 def main() -> int:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
     stop_flag = StopFlag()
     stop_flag.install()
-    # torch + gymnasium take seconds to import: do it while the API calls below are in flight.
-    preload = threading.Thread(target=importlib.import_module, args=("trainer.algorithm",))
-    preload.daemon = True
-    preload.start()
+    job_preamble(preload="trainer.algorithm")
     env = JobEnv.from_environ()
     reporter = Reporter(env.api_url, env.token, env.experiment_id, env.job_dir)
     log.info("experiment %s, job dir %s", env.experiment_id, env.job_dir)

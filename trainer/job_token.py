@@ -8,17 +8,11 @@ the dashboard later is already spent. A job started by hand may set `ROLLOUT_JOB
 
 from __future__ import annotations
 
-import logging
 import os
-import time
 from collections.abc import Mapping
 
-import httpx
-
-from trainer.reporter import RETRYABLE_STATUS, Backoff
+from trainer.api_client import ApiError, JobApiClient
 from trainer.wire import API_PREFIX, ENV_JOB_CLAIM, ENV_JOB_TOKEN, JobTokenGrant
-
-log = logging.getLogger(__name__)
 
 REDEEM_TIMEOUT_S = 120.0
 
@@ -37,34 +31,19 @@ def job_token(
     if not claim:
         raise SystemExit(f"missing environment variable {ENV_JOB_CLAIM} (or {ENV_JOB_TOKEN})")
     os.environ.pop(ENV_JOB_CLAIM, None)  # spent either way: keep it from child processes
-    return _redeem(f"{api_url.rstrip('/')}{API_PREFIX}/jobs/{path}/token", claim, timeout_s)
+    return _redeem(api_url, path, claim, timeout_s)
 
 
-def _redeem(url: str, claim: str, timeout_s: float) -> str:
-    deadline = time.monotonic() + timeout_s
-    backoff = Backoff()
-    failures = 0
-    with httpx.Client(timeout=10, headers={"Authorization": f"Bearer {claim}"}) as client:
-        while True:
-            problem: str
-            try:
-                response = client.post(url)
-            except httpx.TransportError as exc:
-                problem = f"{type(exc).__name__}: {exc}"
-            else:
-                if response.status_code == 200:
-                    return JobTokenGrant.model_validate(response.json()).token
-                if response.status_code not in RETRYABLE_STATUS:
-                    raise SystemExit(
-                        f"the API refused this job's claim ({response.status_code}): "
-                        f"{response.text[:500]}"
-                    )
-                problem = f"HTTP {response.status_code}"
-            failures += 1
-            delay = backoff.delay(failures)
-            if time.monotonic() + delay > deadline:
-                raise SystemExit(
-                    f"could not redeem the job claim at {url} in {timeout_s}s: {problem}"
-                )
-            log.info("redeeming the job claim failed (%s); retrying in %.1fs", problem, delay)
-            time.sleep(delay)
+def _redeem(api_url: str, path: str, claim: str, timeout_s: float) -> str:
+    """POST the claim (as the bearer) to the job's /token route, with the job client's retry
+    policy (trainer/api_client.py); a refusal or the deadline ends the job with its reason."""
+    api = JobApiClient(api_url, claim, f"{API_PREFIX}/jobs/{path}", timeout_s=10)
+    try:
+        response = api.call("POST", "/token", timeout_s=timeout_s)
+    except ApiError as exc:
+        raise SystemExit(f"the API refused this job's claim ({exc.status}): {exc}") from None
+    except TimeoutError as exc:
+        raise SystemExit(f"could not redeem the job claim: {exc}") from None
+    finally:
+        api.close()
+    return JobTokenGrant.model_validate(response.json()).token

@@ -7,12 +7,16 @@ memory bounded by one batch. Every call is idempotent on the API side (points ke
 name, checkpoints by iteration), so a batch whose reply was lost is simply sent again.
 Transient failures (connection errors, timeouts, 502/503/504, 429) are retried with exponential
 backoff for as long as they last: the API (or its database) is away and nothing is lost by
-waiting. A 500 is the API failing on this very request: it is retried `max_server_error_attempts`
-times, then that unit (a metrics batch, a log batch, a checkpoint) is given up, so one batch the
-API can never take does not hold back everything queued behind it (the final checkpoint
-included); its rows stay in the local JSONL copy, its archive in the job dir. Other 4xx replies
-are permanent and logged. Only `close()` (end of the run) blocks the trainer, and only up to a
-timeout.
+waiting. A 500 is retried a few times, then that unit (a metrics batch, a log batch, a
+checkpoint) is given up, so one batch the API can never take does not hold back everything
+queued behind it (the final checkpoint included); its rows stay in the local JSONL copy, its
+archive in the job dir. Other 4xx replies are permanent and logged (trainer/api_client.py
+classifies every reply). A checkpoint the API refuses (507: its storage is full) stays in the job
+dir, but only the latest refused one: refused archives never pile up on a full disk.
+
+Only `close()` (end of the run) blocks the trainer, and only up to its patience; whatever it
+could not deliver by then is described by `undelivered()`, which the job puts in its final
+status (the API recovers the rows from the job dir's JSONL copy when it can read it).
 """
 
 from __future__ import annotations
@@ -23,41 +27,32 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from trainer.wire import API_PREFIX, CheckpointMeta, LogLines, MetricsRow, StatusReport
+from trainer.api_client import (
+    MAX_SERVER_ERROR_ATTEMPTS,
+    Backoff,
+    JobApiClient,
+    PermanentError,
+    ServerError,
+    TransientError,
+    file_chunks,
+    storable,
+)
+from trainer.wire import CheckpointMeta, LogLines, MetricsRow, StatusReport
+
+__all__ = ["Backoff", "PermanentError", "Reporter", "ReporterStats", "Undelivered"]
 
 log = logging.getLogger(__name__)
 
-# Retried without limit: the API, a proxy or the database is away or busy for a while.
-RETRYABLE_STATUS = frozenset({408, 425, 429, 502, 503, 504})
-# Retried a few times, then the unit is given up: the API fails on this request.
-SERVER_ERROR_STATUS = frozenset({500})
-UPLOAD_CHUNK_BYTES = 1024 * 1024
 # One log request stays far below the API's body limit (ROLLOUT_MAX_REQUEST_BODY_BYTES, 8 MiB
 # by default), however long the lines; the API keeps at most 10,000 characters of a line.
 LOG_BATCH_MAX_BYTES = 1024 * 1024
 LOG_LINE_MAX_CHARS = 10_000
-
-
-class PermanentError(RuntimeError):
-    """The API rejected a request for good (4xx other than 408/425/429)."""
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Exponential backoff: initial_s, doubled per failure, capped at max_s."""
-
-    initial_s: float = 0.2
-    max_s: float = 5.0
-
-    def delay(self, failures: int) -> float:
-        return min(self.max_s, self.initial_s * 2 ** max(0, failures - 1))
 
 
 @dataclass
@@ -74,7 +69,36 @@ class ReporterStats:
     checkpoints_sent: int = 0
     failures: int = 0
     given_up: int = 0  # units skipped after max_server_error_attempts 500s
+    given_up_rows: list[int] = field(default_factory=list)  # steps of skipped metric rows
+    given_up_checkpoints: list[int] = field(default_factory=list)  # their iterations
     permanent_errors: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Undelivered:
+    """What the reporter did not deliver: metric rows (by step), checkpoints (by iteration),
+    log lines. All of it but the log lines is kept in `job_dir`."""
+
+    job_dir: Path
+    steps: tuple[int, ...] = ()
+    checkpoints: tuple[int, ...] = ()
+    log_lines: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.steps or self.checkpoints or self.log_lines)
+
+    def describe(self) -> str:
+        parts = []
+        if self.steps:
+            parts.append(
+                f"{len(self.steps)} metric rows (steps {min(self.steps)}..{max(self.steps)})"
+            )
+        if self.checkpoints:
+            listed = ", ".join(str(i) for i in self.checkpoints)
+            parts.append(f"the checkpoints of iterations {listed}")
+        if self.log_lines:
+            parts.append(f"{self.log_lines} log lines")
+        return f"not delivered to the API: {', '.join(parts)}; kept in {self.job_dir}"
 
 
 class Reporter:
@@ -96,18 +120,22 @@ class Reporter:
         timeout_s: float = 10.0,
         backoff: Backoff | None = None,
         transport: httpx.BaseTransport | None = None,
-        max_server_error_attempts: int = 5,
+        max_server_error_attempts: int = MAX_SERVER_ERROR_ATTEMPTS,
     ) -> None:
         self.experiment_id = experiment_id
-        self._base = f"{API_PREFIX}/jobs/experiments/{experiment_id}"
-        self._client = httpx.Client(
-            base_url=api_url.rstrip("/"),
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=timeout_s,
+        self._api = JobApiClient.for_job(
+            api_url,
+            token,
+            "experiments",
+            experiment_id,
+            timeout_s=timeout_s,
+            backoff=backoff,
             transport=transport,
+            max_server_error_attempts=max_server_error_attempts,
         )
         self._batch_rows = batch_rows
-        self._backoff = backoff or Backoff()
+        self._backoff = self._api.backoff
+        self.job_dir = job_dir
         job_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = job_dir / "metrics.jsonl"
         self.metrics_path.touch()
@@ -116,6 +144,7 @@ class Reporter:
         self._sent_bytes = 0
         self._logs: deque[str] = deque(maxlen=max_log_lines)
         self._checkpoints: deque[_PendingCheckpoint] = deque()
+        self._refused_archive: Path | None = None  # the latest checkpoint the API refused
         self._cond = threading.Condition()
         self._closing = False
         self._abandoned = False
@@ -141,7 +170,7 @@ class Reporter:
 
     def add_log(self, line: str) -> None:
         """Queue a progress line for the dashboard's log tail (the oldest drop when full)."""
-        line = _storable(line)[:LOG_LINE_MAX_CHARS]
+        line = storable(line)[:LOG_LINE_MAX_CHARS]
         with self._cond:
             if len(self._logs) == self._logs.maxlen:
                 self.stats.log_lines_dropped += 1
@@ -157,25 +186,11 @@ class Reporter:
     # --- synchronous calls --------------------------------------------------------------------
     def fetch_spec(self, timeout_s: float = 60.0) -> dict[str, Any]:
         """The experiment's config (and checkpoint to resume from), fetched with the job token."""
-        return self._call_with_retries("GET", self._base, timeout_s).json()
+        return self._api.call("GET", timeout_s=timeout_s).json()
 
     def download(self, url_path: str, dest: Path, timeout_s: float = 120.0) -> Path:
         """Stream a file (e.g. a checkpoint to resume from) from the API to `dest`."""
-        deadline = time.monotonic() + timeout_s
-        failures = 0
-        while True:
-            try:
-                with self._client.stream("GET", url_path) as response:
-                    _raise_for_status(response)
-                    with dest.open("wb") as f:
-                        for chunk in response.iter_bytes(UPLOAD_CHUNK_BYTES):
-                            f.write(chunk)
-                return dest
-            except (httpx.TransportError, _RetryableError) as exc:
-                failures += 1
-                if time.monotonic() + self._backoff.delay(failures) > deadline:
-                    raise TimeoutError(f"download of {url_path} failed: {exc}") from exc
-                time.sleep(self._backoff.delay(failures))
+        return self._api.download(url_path, dest, timeout_s=timeout_s)
 
     def report_status(
         self,
@@ -188,13 +203,11 @@ class Reporter:
         """Post a lifecycle transition, retrying transient failures up to `timeout_s`."""
         report = StatusReport(
             status=status,  # type: ignore[arg-type]
-            reason=_storable(reason)[:2000],
-            error=_storable(error)[-20_000:] if error else None,
-            log_tail=_storable(log_tail)[-200_000:] if log_tail else None,
+            reason=storable(reason)[:2000],
+            error=storable(error)[-20_000:] if error else None,
+            log_tail=storable(log_tail)[-200_000:] if log_tail else None,
         )
-        self._call_with_retries(
-            "POST", f"{self._base}/status", timeout_s, json=report.model_dump(mode="json")
-        )
+        self._api.call("POST", "/status", timeout_s=timeout_s, json=report.model_dump(mode="json"))
 
     def close(self, timeout_s: float = 60.0) -> bool:
         """Flush every queued row, log line and checkpoint; True if all were delivered (False
@@ -208,12 +221,32 @@ class Reporter:
             delivered = delivered and self.stats.given_up == 0
             self._abandoned = True
         if not delivered:
-            log.warning("reporter: API unreachable, undelivered data kept in %s", self.metrics_path)
+            log.warning("reporter: %s", self.undelivered().describe())
         return delivered
+
+    def undelivered(self) -> Undelivered:
+        """What has not reached the API (after `close()`: what never will through this
+        reporter)."""
+        with self._cond:
+            pending = [p.meta.iteration for p in self._checkpoints]
+            log_lines = len(self._logs)
+            sent = self._sent_bytes
+        steps = list(self.stats.given_up_rows)
+        with self.metrics_path.open("rb") as f:
+            f.seek(sent)
+            for line in f:
+                if line.endswith(b"\n") and line.strip():
+                    steps.append(MetricsRow.model_validate_json(line).step)
+        return Undelivered(
+            job_dir=self.job_dir,
+            steps=tuple(sorted(steps)),
+            checkpoints=tuple(sorted(self.stats.given_up_checkpoints + pending)),
+            log_lines=log_lines,
+        )
 
     def shutdown(self) -> None:
         """Release the HTTP connection (after `close()` and the final status report)."""
-        self._client.close()
+        self._api.close()
 
     # --- the sender thread --------------------------------------------------------------------
     def _has_work(self) -> bool:
@@ -231,9 +264,9 @@ class Reporter:
                 self._send_once()
                 self._failures = 0
                 self._failing_unit, self._unit_failures = None, 0
-            except _ServerError as exc:
+            except ServerError as exc:
                 self._on_server_error(unit, exc)
-            except (httpx.TransportError, _RetryableError) as exc:
+            except (httpx.TransportError, TransientError) as exc:
                 self._failures += 1
                 self.stats.failures += 1
                 delay = self._backoff.delay(self._failures)
@@ -259,7 +292,7 @@ class Reporter:
                 return ("checkpoint", id(self._checkpoints[0]))
         return ("nothing", None)
 
-    def _on_server_error(self, unit: tuple[str, object], exc: _ServerError) -> None:
+    def _on_server_error(self, unit: tuple[str, object], exc: ServerError) -> None:
         """Back off and retry; after max_server_error_attempts on one unit, give it up."""
         self.stats.failures += 1
         if unit != self._failing_unit:
@@ -280,12 +313,16 @@ class Reporter:
     def _skip(self, kind: str) -> None:
         """Drop the head unit of `kind` from the queue (its data stays on disk)."""
         if kind == "metrics":
-            _, self._sent_bytes = _read_rows(self.metrics_path, self._sent_bytes, self._batch_rows)
+            rows, self._sent_bytes = _read_rows(
+                self.metrics_path, self._sent_bytes, self._batch_rows
+            )
+            self.stats.given_up_rows.extend(json.loads(r)["step"] for r in rows)
         elif kind == "logs":
             with self._cond:
                 count = len(_first_lines_within(self._logs, LOG_BATCH_MAX_BYTES))
             self._drop_logs(count)
         elif kind == "checkpoint":
+            self.stats.given_up_checkpoints.append(self._checkpoints[0].meta.iteration)
             self._pop_checkpoint()
 
     def _send_once(self) -> None:
@@ -302,7 +339,7 @@ class Reporter:
         if rows:
             body = {"rows": [json.loads(r) for r in rows]}
             try:
-                _raise_for_status(self._client.post(f"{self._base}/metrics", json=body))
+                self._api.send("POST", "/metrics", json=body)
             except PermanentError:
                 self._sent_bytes = end  # skip the rejected batch; it stays in the JSONL file
                 raise
@@ -314,7 +351,7 @@ class Reporter:
             lines = _first_lines_within(self._logs, LOG_BATCH_MAX_BYTES)
         try:
             body = LogLines(lines=lines).model_dump(mode="json")
-            _raise_for_status(self._client.post(f"{self._base}/logs", json=body))
+            self._api.send("POST", "/logs", json=body)
             self.stats.log_lines_sent += len(lines)
         except PermanentError:
             self._drop_logs(len(lines))
@@ -332,63 +369,32 @@ class Reporter:
         params = {k: v for k, v in pending.meta.model_dump().items() if v is not None}
         size = pending.path.stat().st_size
         try:
-            response = self._client.put(
-                f"{self._base}/checkpoints",
+            self._api.send(
+                "PUT",
+                "/checkpoints",
                 params=params,
-                content=_file_chunks(pending.path),
+                content=file_chunks(pending.path),
                 headers={"Content-Length": str(size), "Content-Type": "application/gzip"},
                 timeout=max(60.0, size / 5e6),
             )
-            _raise_for_status(response)
         except PermanentError:
-            self._pop_checkpoint()  # rejected for good; the archive stays in the job dir
+            self._pop_checkpoint()
+            self._keep_refused(pending.path)
             raise
         self.stats.checkpoints_sent += 1
         self._pop_checkpoint()
         pending.path.unlink(missing_ok=True)
 
+    def _keep_refused(self, archive: Path) -> None:
+        """A checkpoint refused for good (e.g. 507, the API's storage is full) stays in the
+        job dir, but only the latest one: on a full disk they must not pile up."""
+        previous, self._refused_archive = self._refused_archive, archive
+        if previous is not None and previous != archive:
+            previous.unlink(missing_ok=True)
+
     def _pop_checkpoint(self) -> None:
         with self._cond:
             self._checkpoints.popleft()
-
-    def _call_with_retries(
-        self, method: str, url: str, timeout_s: float, **kwargs: Any
-    ) -> httpx.Response:
-        deadline = time.monotonic() + timeout_s
-        failures = 0
-        while True:
-            try:
-                response = self._client.request(method, url, **kwargs)
-                _raise_for_status(response)
-                return response
-            except (httpx.TransportError, _RetryableError) as exc:
-                failures += 1
-                delay = self._backoff.delay(failures)
-                if time.monotonic() + delay > deadline:
-                    raise TimeoutError(f"{method} {url} failed for {timeout_s}s: {exc}") from exc
-                time.sleep(delay)
-
-
-class _RetryableError(RuntimeError):
-    pass
-
-
-class _ServerError(_RetryableError):
-    """A 500: retried a few times per unit (see the module docstring)."""
-
-
-def _raise_for_status(response: httpx.Response) -> None:
-    if response.status_code < 400:
-        return
-    if response.is_stream_consumed is False:
-        response.read()
-    message = f"{response.request.method} {response.request.url.path} -> {response.status_code}"
-    detail = response.text[:500]
-    if response.status_code in RETRYABLE_STATUS:
-        raise _RetryableError(f"{message}: {detail}")
-    if response.status_code in SERVER_ERROR_STATUS:
-        raise _ServerError(f"{message}: {detail}")
-    raise PermanentError(f"{message}: {detail}")
 
 
 def _read_rows(path: Path, offset: int, limit: int) -> tuple[list[str], int]:
@@ -404,17 +410,6 @@ def _read_rows(path: Path, offset: int, limit: int) -> tuple[list[str], int]:
             if line.strip():
                 rows.append(line.decode())
     return rows, offset
-
-
-def _file_chunks(path: Path) -> Iterator[bytes]:
-    with path.open("rb") as f:
-        while chunk := f.read(UPLOAD_CHUNK_BYTES):
-            yield chunk
-
-
-def _storable(text: str) -> str:
-    """The API refuses NUL characters (PostgreSQL cannot store them): make them visible."""
-    return text.replace("\x00", "\ufffd")
 
 
 def _first_lines_within(lines: deque[str], max_bytes: int) -> list[str]:
