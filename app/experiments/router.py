@@ -33,6 +33,7 @@ from app.experiments.schemas import (
 )
 from app.experiments.service import JobsControl
 from app.jobs.reconciler import job_dir
+from app.jobs.salvage import salvage_metrics
 from trainer.wire import JobTokenGrant, LogLines, StatusReport
 
 router = APIRouter(
@@ -203,16 +204,25 @@ def job_get_experiment(
 
 @job_router.post("/{experiment_id}/status", response_model=ExperimentPublic)
 def job_report_status(
-    experiment_id: ExperimentId, body: StatusReport, token: JobTokenDep, session: SessionDep
+    experiment_id: ExperimentId,
+    body: StatusReport,
+    token: JobTokenDep,
+    session: SessionDep,
+    settings: SettingsDep,
 ) -> ExperimentPublic:
     """Idempotent: reporting the status the experiment already has changes nothing (even once
     it ended: a retried final report). Any other report after the end is refused (403).
 
     `running` while a stop is in flight (`stopping`) is accepted and ignored: the stop wins.
+    A final status first recovers the metric rows the job wrote to its JSONL copy (in its job
+    dir, when that is on this machine) but could not deliver: the end revokes the job's token,
+    so nothing sent later could arrive.
     """
     current = service.get(session, experiment_id).status
     repeat = current.is_finished and current.value == body.status
     exp = service.authorize_job(session, experiment_id, token, finished_ok=repeat, lock=True)
+    if ExperimentStatus(body.status).is_finished and not repeat:
+        salvage_metrics(session, experiment_id, job_dir(settings, experiment_id) / "metrics.jsonl")
     if not (body.status == "running" and exp.status == ExperimentStatus.stopping):
         reason = body.reason or f"reported by job: {body.status}"
         exp = service.transition(
