@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import errno
 import hashlib
+import logging
 import os
 import secrets
 import shutil
@@ -27,9 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from starlette.requests import ClientDisconnect
+
 from app.core.config import Settings
 from app.core.errors import InvalidInput, RolloutError
 
+log = logging.getLogger(__name__)
 MAX_CHECKPOINT_BYTES = 20 * 1024**3
 # How often (in bytes received) an upload re-checks the quota and the free space.
 CHECK_EVERY_BYTES = 4 * 1024**2
@@ -42,6 +46,27 @@ class InsufficientStorage(RolloutError):
 
     status_code: ClassVar[int] = 507
     code: ClassVar[str] = "insufficient_storage"
+
+
+class UploadAborted(RolloutError):
+    """The client went away before its upload's body was complete (nobody reads the reply)."""
+
+    status_code: ClassVar[int] = 400
+    code: ClassVar[str] = "upload_aborted"
+
+
+async def body_chunks(chunks: AsyncIterator[bytes], target: Path) -> AsyncIterator[bytes]:
+    """`chunks` (a request body); a client that disconnects mid-upload is one WARNING line
+    and an UploadAborted, not an ERROR traceback (a job killed or cut off mid-upload retries,
+    or is gone)."""
+    size = 0
+    try:
+        async for chunk in chunks:
+            size += len(chunk)
+            yield chunk
+    except ClientDisconnect:
+        log.warning("upload to %s aborted: the client disconnected after %d bytes", target, size)
+        raise UploadAborted("the client disconnected before the upload was complete") from None
 
 
 @dataclass(frozen=True)
@@ -135,7 +160,7 @@ async def receive(
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as out:
-            async for chunk in chunks:
+            async for chunk in body_chunks(chunks, directory):
                 if not chunk:
                     continue
                 if size + len(chunk) > MAX_CHECKPOINT_BYTES:

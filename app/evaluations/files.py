@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from app.checkpoints.storage import body_chunks
 from app.core.config import Settings
 from app.core.errors import InvalidInput
 
@@ -36,14 +37,17 @@ def job_dir(settings: Settings, evaluation_id: int) -> Path:
 
 
 async def receive_video(chunks: AsyncIterator[bytes], target: Path) -> int:
-    """Stream an upload to `target` (replaced atomically); over VIDEO_MAX_BYTES is a 422."""
+    """Stream an upload to `target` (replaced atomically); over VIDEO_MAX_BYTES is a 422.
+
+    The evaluation's video in another format (a re-upload as .mp4 of a .webm) is removed
+    once the new one is in place: an evaluation has one video file."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=".upload-", suffix=".part")
     tmp = Path(tmp_name)
     size = 0
     try:
         with os.fdopen(fd, "wb") as out:
-            async for chunk in chunks:
+            async for chunk in body_chunks(chunks, target):
                 size += len(chunk)
                 if size > VIDEO_MAX_BYTES:
                     raise InvalidInput(f"the video is larger than {VIDEO_MAX_BYTES} bytes")
@@ -54,6 +58,9 @@ async def receive_video(chunks: AsyncIterator[bytes], target: Path) -> int:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    for suffix in SUFFIXES.values():
+        if suffix != target.suffix:
+            target.with_suffix(suffix).unlink(missing_ok=True)
     return size
 
 
