@@ -32,6 +32,7 @@ from starlette.requests import ClientDisconnect
 
 from app.core.config import Settings
 from app.core.errors import InvalidInput, RolloutError
+from app.core.system import InsufficientStorage, free_bytes
 
 log = logging.getLogger(__name__)
 MAX_CHECKPOINT_BYTES = 20 * 1024**3
@@ -39,13 +40,6 @@ MAX_CHECKPOINT_BYTES = 20 * 1024**3
 CHECK_EVERY_BYTES = 4 * 1024**2
 TEMP_PREFIX, TEMP_SUFFIX = ".upload-", ".part"
 ARCHIVE_SUFFIX = ".tar.gz"
-
-
-class InsufficientStorage(RolloutError):
-    """507: storing this would break the storage quota or the free-space reserve."""
-
-    status_code: ClassVar[int] = 507
-    code: ClassVar[str] = "insufficient_storage"
 
 
 class UploadAborted(RolloutError):
@@ -119,11 +113,6 @@ def used_bytes(root: Path, *, exclude: Path | None = None) -> int:
             except FileNotFoundError:
                 continue  # removed meanwhile (retention, a finished upload)
     return total
-
-
-def free_bytes(path: Path) -> int:
-    stat = os.statvfs(path)
-    return stat.f_bavail * stat.f_frsize
 
 
 def experiment_dir(root: Path, experiment_id: int) -> Path:

@@ -12,9 +12,11 @@ from sqlalchemy.orm import Session
 
 from app.checkpoints.storage import remove_experiment_dir
 from app.core.auth import JobTokenDep, require_api_token
+from app.core.config import Settings
 from app.core.db import SessionMaker, run_in_transaction
 from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
 from app.core.params import ExperimentId
+from app.core.system import require_disk_room
 from app.core.text import NoNulStr
 from app.evaluations.files import remove_experiment_files as remove_evaluation_videos
 from app.experiments import service
@@ -58,12 +60,15 @@ def _detail(session: Session, exp: Experiment) -> ExperimentDetail:
 
 
 async def _create_then_launch(
+    settings: Settings,
     sessionmaker: SessionMaker,
     jobs: JobsControl | None,
     fn: Callable[..., Experiment],
     *args: Any,
 ) -> ExperimentDetail:
-    """Store the new experiment (one transaction), then hand it to the jobs runtime."""
+    """Store the new experiment (one transaction), then hand it to the jobs runtime; 507 when
+    the data dir's disk is below its floor (the run could store nothing)."""
+    await asyncio.to_thread(require_disk_room, settings, "a new experiment")
 
     def work(session: Session) -> ExperimentDetail:
         return _detail(session, fn(session, *args))
@@ -76,10 +81,10 @@ async def _create_then_launch(
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=ExperimentDetail)
 async def create_experiment(
-    body: ExperimentCreate, sessionmaker: SessionMakerDep, jobs: JobsDep
+    body: ExperimentCreate, sessionmaker: SessionMakerDep, jobs: JobsDep, settings: SettingsDep
 ) -> ExperimentDetail:
     """Validate and store an experiment, then hand it to the jobs runtime (if enabled)."""
-    return await _create_then_launch(sessionmaker, jobs, service.create, body)
+    return await _create_then_launch(settings, sessionmaker, jobs, service.create, body)
 
 
 @router.get("", response_model=ExperimentPage)
@@ -134,12 +139,17 @@ def delete_experiment(
     experiment_id: ExperimentId, session: SessionDep, settings: SettingsDep
 ) -> Response:
     """Finished experiments only: removes metrics, events, logs, checkpoint files and the
-    job's local files (its JSONL metrics copy and archives) on this machine."""
-    service.delete_experiment(session, experiment_id)
-    session.commit()
+    job's local files (its JSONL metrics copy and archives) on this machine.
+
+    The files go first, once the rows are deleted but before the commit: on a full disk (the
+    documented remedy) the commit itself needs the room they free (SQLite's write-ahead log).
+    A commit that fails anyway leaves a finished experiment without files; deleting it again
+    completes."""
+    service.delete_experiment(session, experiment_id)  # refuses (409) before anything goes
     remove_experiment_dir(settings.checkpoints_dir, experiment_id)
     shutil.rmtree(job_dir(settings, experiment_id), ignore_errors=True)
     remove_evaluation_videos(settings, experiment_id)  # the rows went with the experiment's
+    session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -147,10 +157,10 @@ def delete_experiment(
     "/{experiment_id}/resume", status_code=status.HTTP_201_CREATED, response_model=ExperimentDetail
 )
 async def resume_experiment(
-    experiment_id: ExperimentId, sessionmaker: SessionMakerDep, jobs: JobsDep
+    experiment_id: ExperimentId, sessionmaker: SessionMakerDep, jobs: JobsDep, settings: SettingsDep
 ) -> ExperimentDetail:
     """A new experiment that continues from this one's latest checkpoint."""
-    return await _create_then_launch(sessionmaker, jobs, service.resume, experiment_id)
+    return await _create_then_launch(settings, sessionmaker, jobs, service.resume, experiment_id)
 
 
 @router.post(
@@ -161,9 +171,12 @@ async def fork_experiment(
     body: ExperimentFork,
     sessionmaker: SessionMakerDep,
     jobs: JobsDep,
+    settings: SettingsDep,
 ) -> ExperimentDetail:
     """A new experiment with this one's config and the given overrides."""
-    return await _create_then_launch(sessionmaker, jobs, service.fork, experiment_id, body)
+    return await _create_then_launch(
+        settings, sessionmaker, jobs, service.fork, experiment_id, body
+    )
 
 
 @router.get("/{experiment_id}/logs", response_model=LogsPublic)

@@ -100,9 +100,10 @@ def test_a_chunked_upload_is_stopped_while_it_streams(quota_client, monkeypatch)
 
 
 def test_an_upload_that_would_fill_the_disk_is_refused(make_settings):
-    app = create_app(make_settings(min_free_bytes=2**62))  # more than any disk has free
+    app = create_app(make_settings())
     with TestClient(app) as client:
-        exp_id, token = _new(client, app)
+        exp_id, token = _new(client, app)  # then the disk fills (a new run would get 507 too)
+        app.state.settings = app.state.settings.model_copy(update={"min_free_bytes": 2**62})
         refused = _put(client, exp_id, token, 1, b"archive")
         assert refused.status_code == 507
         assert "ROLLOUT_MIN_FREE_BYTES" in refused.json()["error"]["message"]
