@@ -74,6 +74,7 @@ def require_disk_room(settings: Settings, what: str) -> None:
             "delete finished experiments or free space on the disk"
         )
 
+
 router = APIRouter(tags=["system"])
 api_router = APIRouter(tags=["system"], dependencies=[Depends(require_api_token)])
 
