@@ -21,9 +21,11 @@ status (the API recovers the rows from the job dir's JSONL copy when it can read
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
+import os
 import threading
 import time
 from collections import deque
@@ -142,6 +144,8 @@ class Reporter:
         # Rows left by an earlier attempt of this job are sent again: ingest is idempotent.
         self._written_bytes = self.metrics_path.stat().st_size
         self._sent_bytes = 0
+        self._unwritten: deque[bytes] = deque()  # rows a full disk kept out of the file
+        self._disk_full = False
         self._logs: deque[str] = deque(maxlen=max_log_lines)
         self._checkpoints: deque[_PendingCheckpoint] = deque()
         self._refused_archive: Path | None = None  # the latest checkpoint the API refused
@@ -163,10 +167,36 @@ class Reporter:
         row = MetricsRow(step=step, time_s=max(0.0, time_s), values=finite)
         line = (row.model_dump_json() + "\n").encode()
         with self._cond:
-            with self.metrics_path.open("ab") as f:
-                f.write(line)
-            self._written_bytes += len(line)
+            self._unwritten.append(line)
+            self._write_rows()
             self._cond.notify()
+
+    def _write_rows(self) -> None:
+        """Append the rows not yet in the JSONL file, in order. A full disk (ENOSPC, EDQUOT)
+        keeps them in memory (a few hundred bytes per iteration) and cuts off any partial
+        line; the next row tries again: training goes on, and no row is lost or reordered."""
+        fd = os.open(self.metrics_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            while self._unwritten:
+                view = memoryview(self._unwritten[0])
+                while view:
+                    view = view[os.write(fd, view) :]
+                self._written_bytes += len(self._unwritten.popleft())
+            self._disk_full = False
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            os.ftruncate(fd, self._written_bytes)
+            if not self._disk_full:
+                log.warning(
+                    "reporter: cannot write %s (%s); keeping metric rows in memory until "
+                    "there is room",
+                    self.metrics_path,
+                    exc.strerror,
+                )
+            self._disk_full = True
+        finally:
+            os.close(fd)
 
     def add_log(self, line: str) -> None:
         """Queue a progress line for the dashboard's log tail (the oldest drop when full)."""
@@ -213,11 +243,14 @@ class Reporter:
         """Flush every queued row, log line and checkpoint; True if all were delivered (False
         also when a unit was given up after repeated 500s: it is still in the job dir)."""
         with self._cond:
+            if self._unwritten:
+                self._write_rows()  # the disk may have room again
             self._closing = True
             self._cond.notify()
         self._thread.join(timeout_s)
         with self._cond:
             delivered = not self._thread.is_alive() and not self._has_work()
+            delivered = delivered and not self._unwritten
             delivered = delivered and self.stats.given_up == 0
             self._abandoned = True
         if not delivered:
@@ -231,7 +264,8 @@ class Reporter:
             pending = [p.meta.iteration for p in self._checkpoints]
             log_lines = len(self._logs)
             sent = self._sent_bytes
-        steps = list(self.stats.given_up_rows)
+            in_memory = [json.loads(line)["step"] for line in self._unwritten]
+        steps = list(self.stats.given_up_rows) + in_memory  # the latter lost with the job
         with self.metrics_path.open("rb") as f:
             f.seek(sent)
             for line in f:

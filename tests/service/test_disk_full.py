@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -180,3 +182,45 @@ def test_delete_frees_space_on_a_full_disk(tmp_path: Path) -> None:
             assert client.get(f"{API}/experiments/{exp_id}").status_code == 404
             assert not (settings.checkpoints_dir / str(exp_id)).exists()
             filler.unlink()
+
+
+def test_the_reporter_trains_on_while_its_jsonl_copy_cannot_grow(tmp_path: Path) -> None:
+    """The job dir on a full 1 MB tmpfs: rows wait in memory (no exception for the training
+    loop, no partial line in the file); once there is room they are written in order, and
+    every one is delivered once."""
+    delivered: list[int] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/metrics"):
+            delivered.extend(row["step"] for row in json.loads(request.content)["rows"])
+        return httpx.Response(200, json={})
+
+    with _tmpfs(tmp_path / "disk", "1m") as disk:
+        reporter = Reporter(
+            "http://api",
+            "t",
+            "1",
+            disk / "job",
+            backoff=Backoff(0.001, 0.002),
+            transport=httpx.MockTransport(handle),
+        )
+        try:
+            reporter.add_metrics(1, 0.0, {"a": 1.0})
+            deadline = time.monotonic() + 10
+            while delivered != [1]:
+                assert time.monotonic() < deadline, delivered
+                time.sleep(0.01)
+            filler = _fill(disk)
+            big = {f"value_{i}": i / 7 for i in range(400)}  # ~12 kB: more than a page
+            for step in (2, 3, 4):  # the first is cut off mid-line by ENOSPC
+                reporter.add_metrics(step, 0.0, big)
+            lines = reporter.metrics_path.read_bytes().splitlines(keepends=True)
+            assert [json.loads(line)["step"] for line in lines] == [1]
+            assert reporter.undelivered().steps == (2, 3, 4)
+            filler.unlink()
+            reporter.add_metrics(5, 0.0, {"a": 5.0})
+            assert reporter.close(timeout_s=10)
+        finally:
+            reporter.shutdown()
+        rows = [json.loads(line)["step"] for line in reporter.metrics_path.read_text().splitlines()]
+        assert rows == [1, 2, 3, 4, 5] and sorted(delivered) == [1, 2, 3, 4, 5]
