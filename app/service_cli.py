@@ -1,26 +1,21 @@
-"""The `rollout` command line for the service: `serve`, and the client commands.
+"""`rollout serve`: the service (API, dashboard, jobs) on uvicorn.
 
-Client commands (app/commands/: submit, list, show, wait, watch, stop, resume, fork, delete,
-download, evaluate-remote, sweep, presets) talk to a running service through
-`app.client.RolloutClient` (`--url` / ROLLOUT_URL, `--token` / ROLLOUT_API_TOKEN). Failures
-print one clear line (and a 422's fields), never a traceback: exit 1 for an error the service
-returned, 2 when it cannot be reached or the input is bad.
+The rest of the `rollout` tree (the client commands in app/commands/, `train` and `evaluate`
+in trainer/cli.py) is assembled in app/cli.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import copy
+import logging
 import sys
 from pathlib import Path
 from typing import Any
 
-from app.client import DEFAULT_URL, APIError, RolloutClient, ServiceUnreachable
-from app.commands import catalog, evaluations, experiments, sweeps
-from app.commands.common import CliError
+from trainer.inputs import CliError
 
-COMMAND_MODULES = (experiments, evaluations, sweeps, catalog)
-
+JOB_PATH = "/api/v1/jobs/"
 
 # --- serve ----------------------------------------------------------------------------------------
 
@@ -58,11 +53,38 @@ def cmd_serve(args: argparse.Namespace) -> int:
         create_app(settings, server_gc=True),
         host=settings.host,
         port=settings.port,
+        log_config=log_config(access_log_jobs=settings.access_log_jobs),
         log_level="info",
         ws="websockets-sansio",
         timeout_graceful_shutdown=10,
     )
     return 0
+
+
+def log_config(*, access_log_jobs: bool) -> dict[str, Any]:
+    """uvicorn's logging, plus the service's own events ("experiment 3 running: ...", at INFO
+    on the `app` loggers, in uvicorn's format) and, unless `access_log_jobs`, an access log
+    without the jobs' successful calls."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["app"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    if not access_log_jobs:
+        config["filters"] = {"no_job_calls": {"()": JobCallsFilter}}
+        config["handlers"]["access"]["filters"] = ["no_job_calls"]
+    return config
+
+
+class JobCallsFilter(logging.Filter):
+    """Drops the access lines of successful job-side calls (/api/v1/jobs/...): a job posts its
+    metrics every few seconds, which made them 85 % of the log. Their errors stay."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args  # uvicorn's: (client, method, path, http version, status)
+        if not isinstance(args, tuple) or len(args) != 5:
+            return True
+        path, status = args[2], args[4]
+        return not (str(path).startswith(JOB_PATH) and isinstance(status, int) and status < 400)
 
 
 def _refuse_a_shared_head(settings: Any) -> None:
@@ -82,49 +104,19 @@ def _refuse_a_shared_head(settings: Any) -> None:
         )
 
 
-# --- entry point ----------------------------------------------------------------------------------
+# --- the command ----------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--url", default=os.environ.get("ROLLOUT_URL", DEFAULT_URL))
-    common.add_argument("--token", default=os.environ.get("ROLLOUT_API_TOKEN"))
-
-    parser = argparse.ArgumentParser(
-        prog="rollout",
-        description="Run and watch PPO experiments.",
-        epilog="Training without the service: `rollout train --help`, `rollout evaluate --help`.",
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def register(sub: argparse._SubParsersAction) -> None:
     serve = sub.add_parser("serve", help="start the service (API, dashboard, jobs)")
+    serve.set_defaults(handler=cmd_serve)
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.add_argument("--data-dir")
-    for module in COMMAND_MODULES:
-        module.register(sub, common)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        if args.command == "serve":
-            return cmd_serve(args)
-        with RolloutClient(args.url, args.token) as client:
-            return args.handler(args, client)
-    except CliError as exc:
-        print(str(exc), file=sys.stderr)
-        return exc.code
-    except APIError as exc:
-        print(exc.describe(), file=sys.stderr)
-        return 1
-    except ServiceUnreachable as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    """`rollout ...` (the one command tree is app/cli.py)."""
+    from app.cli import main as rollout_main
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return rollout_main(argv)

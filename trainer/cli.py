@@ -31,7 +31,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from trainer.config import PPOConfig
-from trainer.resolve import Resolution, resolve_config
+from trainer.inputs import CliError, add_stop_flags, parse_assignments, read_config, stop_overrides
+from trainer.resolve import Resolution, deep_merge, resolve_config
 
 
 def _process_start() -> float:
@@ -48,41 +49,34 @@ PROCESS_START = _process_start()
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-class ConfigError(Exception):
-    """Invalid user input; reported without a traceback, exit code 2."""
-
-
 def main(argv: list[str]) -> int:
-    parser = _parser()
+    """`python -m trainer.cli train|evaluate ...`: the same commands as `rollout train|evaluate`
+    (the same `register`), without the service's packages."""
+    parser = argparse.ArgumentParser(prog="rollout", description="Train and evaluate PPO.")
+    register(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed the usage error
         return EXIT_CONFIG if exc.code else EXIT_OK
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    _import_from_working_dir()
     try:
-        if args.command == "train":
-            return _train(args)
-        return _evaluate(args)
-    except ConfigError as exc:
+        return args.handler(args)
+    except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return exc.code
 
 
-def _import_from_working_dir() -> None:
-    """Let `--env mymodule:MyEnv-v0` find a user's own env module in the working directory, as
-    `python -m` would (a console script's sys.path starts at its bin dir instead). Appended, so
-    a file there never shadows an installed package. Ray actors get the driver's working
-    directory on their path too."""
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.append(cwd)
+def register(
+    sub: argparse._SubParsersAction, common: argparse.ArgumentParser | None = None
+) -> None:
+    """Add `train` and `evaluate` to a `rollout` parser; each sets `handler(args) -> exit code`.
 
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rollout", description="Train and evaluate PPO.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    train = sub.add_parser("train", help="train a PPO policy locally")
+    Parsing loads no torch (app/cli.py builds the whole `rollout` tree with this): the handlers
+    import the trainer when they run."""
+    parents = [common] if common is not None else []
+    train = sub.add_parser(
+        "train", parents=parents, help="train a PPO policy locally, without the service"
+    )
+    train.set_defaults(handler=run_train)
     train.add_argument("--config", type=Path, help="JSON or YAML file with PPOConfig fields")
     train.add_argument("--resume", type=Path, help="checkpoint directory or .tar.gz to resume")
     train.add_argument("--env", help="gymnasium env id (env_id)")
@@ -93,9 +87,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override a field; dotted keys (stop.env_steps=1e5); value parsed as JSON",
     )
-    train.add_argument("--stop-return", type=float, help="stop.episode_return_mean")
-    train.add_argument("--stop-steps", type=int, help="stop.env_steps")
-    train.add_argument("--stop-seconds", type=float, help="stop.wall_seconds")
+    add_stop_flags(train)
     train.add_argument("--seed", type=int)
     train.add_argument(
         "--out",
@@ -108,7 +100,10 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="replace the run in --out (its config.json, metrics.jsonl and checkpoints/)",
     )
-    evaluate = sub.add_parser("evaluate", help="evaluate a checkpoint")
+    evaluate = sub.add_parser(
+        "evaluate", parents=parents, help="evaluate a checkpoint locally, without the service"
+    )
+    evaluate.set_defaults(handler=run_evaluate)
     evaluate.add_argument("checkpoint", type=Path, help="checkpoint directory or .tar.gz")
     evaluate.add_argument("--episodes", type=int, default=10)
     evaluate.add_argument("--seed", type=int, default=0)
@@ -118,33 +113,45 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--video", type=Path, help="record the first episode to this .webm (VP9) or .mp4 (H.264)"
     )
-    return parser
+
+
+def run_train(args: argparse.Namespace) -> int:
+    _prepare_process()
+    return _train(args)
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    _prepare_process()
+    return _evaluate(args)
+
+
+def _prepare_process() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    _import_from_working_dir()
+
+
+def _import_from_working_dir() -> None:
+    """Let `--env mymodule:MyEnv-v0` find a user's own env module in the working directory, as
+    `python -m` would (a console script's sys.path starts at its bin dir instead). Appended, so
+    a file there never shadows an installed package. Ray actors get the driver's working
+    directory on their path too."""
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.append(cwd)
 
 
 # --- config ----------------------------------------------------------------------------------
 def build_config(base: dict[str, Any], args: argparse.Namespace) -> Resolution:
     """Overlay the command-line overrides on `base`; resolve its preset and validate."""
-    data = json.loads(json.dumps(base))  # deep copy
+    overrides: dict[str, Any] = {}
     if getattr(args, "env", None):
-        data["env_id"] = args.env
+        overrides["env_id"] = args.env
     if args.seed is not None:
-        data["seed"] = args.seed
-    for flag, key in (
-        ("stop_return", "stop.episode_return_mean"),
-        ("stop_steps", "stop.env_steps"),
-        ("stop_seconds", "stop.wall_seconds"),
-    ):
-        if getattr(args, flag) is not None:
-            _set_dotted(data, key, getattr(args, flag))
-    for item in args.set:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        _set_dotted(data, key.strip(), value)
+        overrides["seed"] = args.seed
+    stop = stop_overrides(args)
+    if stop:
+        overrides["stop"] = stop
+    data = deep_merge(deep_merge(base, overrides), parse_assignments(args.set))
     if "num_gpus_per_learner" not in data and not data.get("num_learners") and _cuda_available():
         # Like SB3's device="auto": a local run learns on the machine's GPU unless told not to.
         data["num_gpus_per_learner"] = 1
@@ -155,7 +162,7 @@ def build_config(base: dict[str, Any], args: argparse.Namespace) -> Resolution:
             f"  {'.'.join(str(p) for p in err['loc']) or '(config)'}: {err['msg']}"
             for err in exc.errors()
         ]
-        raise ConfigError("invalid config:\n" + "\n".join(lines)) from None
+        raise CliError("invalid config:\n" + "\n".join(lines)) from None
 
 
 def _cuda_available() -> bool:
@@ -184,60 +191,31 @@ def describe_resolution(resolution: Resolution, saved_to: Path) -> str:
     return "\n".join(lines)
 
 
-def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
-    *parents, leaf = key.split(".")
-    node = data
-    for part in parents:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"cannot set {key!r}: {part!r} is not a section")
-        node = child
-    node[leaf] = value
-
-
-def _read_config_file(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    try:
-        if path.suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text) or {}
-        else:
-            data = json.loads(text)
-    except Exception as exc:
-        raise ConfigError(f"cannot parse config file {path}: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"config file {path} must hold a mapping of fields")
-    return data
-
-
 def _check_env(config: PPOConfig) -> None:
     from trainer.envs import env_spaces
 
     try:
         env_spaces(config.env_id, config.env_config)
     except Exception as exc:  # unknown id, bad kwargs, unsupported spaces
-        raise ConfigError(f"environment {config.env_id!r}: {exc}") from None
+        raise CliError(f"environment {config.env_id!r}: {exc}") from None
 
 
 # --- train -----------------------------------------------------------------------------------
 def _train(args: argparse.Namespace) -> int:
     from trainer.algorithm import PPO
     from trainer.checkpoint import CheckpointManager, load
+    from trainer.loop import ConsoleSink, DirectoryCheckpoints, JsonlSink, run_loop
 
     if args.resume is not None:
         if args.config is not None or args.env:
-            raise ConfigError("--resume takes the checkpoint's config; use --set to change it")
+            raise CliError("--resume takes the checkpoint's config; use --set to change it")
         try:
             saved, _ = load(args.resume)
         except (FileNotFoundError, ValueError) as exc:
-            raise ConfigError(str(exc)) from None
+            raise CliError(str(exc)) from None
         resolution = build_config(saved.to_json_dict(), args)
     else:
-        base = _read_config_file(args.config) if args.config else {}
+        base = read_config(args.config) if args.config else {}
         resolution = build_config(base, args)
     config = resolution.config
     _check_env(config)
@@ -255,24 +233,21 @@ def _train(args: argparse.Namespace) -> int:
     progress = _Progress(config)
     try:
         with (out / "metrics.jsonl").open("a") as metrics_file:
-            while True:
-                metrics = algo.train()
-                metrics_file.write(json.dumps(_finite(metrics)) + "\n")
-                metrics_file.flush()
-                reason = algo.stop_reason()
-                print(progress.line(metrics, reason), flush=True)
-                every = config.checkpoint_every
-                if reason or interrupted.set or (every and algo.iteration % every == 0):
-                    path = manager.save(algo)
-                if reason:
-                    print(f"stopped: {reason} reached; checkpoint {path}", flush=True)
-                    return EXIT_OK
-                if interrupted.set:
-                    print(f"interrupted; checkpoint {path}", flush=True)
-                    return EXIT_INTERRUPTED
+            outcome = run_loop(
+                algo,
+                sinks=(JsonlSink(metrics_file), ConsoleSink(progress.line)),
+                checkpoints=DirectoryCheckpoints(manager),
+                checkpoint_every=config.checkpoint_every,
+                stop_requested=lambda: interrupted.set,
+            )
     finally:
         interrupted.restore()
         algo.stop()
+    if outcome.stop_requested:
+        print(f"interrupted; checkpoint {outcome.checkpoint}", flush=True)
+        return EXIT_INTERRUPTED
+    print(f"stopped: {outcome.reason} reached; checkpoint {outcome.checkpoint}", flush=True)
+    return EXIT_OK
 
 
 RUN_FILES = ("config.json", "metrics.jsonl", "checkpoints")
@@ -284,9 +259,9 @@ def _prepare_out(out: Path, *, resume: bool, overwrite: bool) -> None:
     a non-empty --out needs --resume (continue it: iterations go on from the checkpoint) or
     --overwrite (its run files are removed first)."""
     if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file, not a directory")
+        raise CliError(f"--out {out} is a file, not a directory")
     if overwrite and resume:
-        raise ConfigError("--overwrite and --resume exclude each other")
+        raise CliError("--overwrite and --resume exclude each other")
     used = out.is_dir() and any(out.iterdir())
     if used and overwrite:
         import shutil
@@ -300,7 +275,7 @@ def _prepare_out(out: Path, *, resume: bool, overwrite: bool) -> None:
     elif used and not resume:
         held = sorted(p.name for p in out.iterdir())
         listed = ", ".join(held[:5]) + (", ..." if len(held) > 5 else "")
-        raise ConfigError(
+        raise CliError(
             f"--out {out} is not empty (it holds {listed}); "
             "choose a new directory, continue its run with --resume CHECKPOINT, "
             "or replace it with --overwrite"
@@ -361,23 +336,18 @@ class _Progress:
         return f"{max(seconds, 0):.0f}s ({name})"
 
 
-def _finite(metrics: dict[str, float]) -> dict[str, float | None]:
-    """JSON has no NaN: undefined values (no finished episode yet) become null."""
-    return {k: (v if math.isfinite(v) else None) for k, v in metrics.items()}
-
-
 # --- evaluate --------------------------------------------------------------------------------
 def _evaluate(args: argparse.Namespace) -> int:
     from trainer.checkpoint import evaluate
     from trainer.video import video_format
 
     if args.episodes < 1:
-        raise ConfigError("--episodes must be at least 1")
+        raise CliError("--episodes must be at least 1")
     if args.video is not None:
         try:
             video_format(args.video)
         except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+            raise CliError(str(exc)) from None
     try:
         result = evaluate(
             args.checkpoint,
@@ -387,7 +357,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             video=args.video,
         )
     except (FileNotFoundError, ValueError) as exc:
-        raise ConfigError(str(exc)) from None
+        raise CliError(str(exc)) from None
     report: dict[str, Any] = {
         "episodes": args.episodes,
         "return_mean": result.mean,

@@ -187,9 +187,14 @@ class RolloutClient:
         """Pending / queued: stopped at once; running: `stopping`; finished: 409."""
         return self._model(ExperimentPublic, "POST", f"/experiments/{experiment_id}/stop")
 
-    def resume(self, experiment_id: int) -> ExperimentDetail:
-        """A new experiment that continues from this one's latest checkpoint."""
-        return self._model(ExperimentDetail, "POST", f"/experiments/{experiment_id}/resume")
+    def resume(
+        self, experiment_id: int, *, stop: Mapping[str, Any] | None = None
+    ) -> ExperimentDetail:
+        """A new experiment that continues from this one's latest checkpoint; `stop` replaces
+        those stop criteria (``{"env_steps": 200_000}``: env steps in all, counting on)."""
+        body = {"stop": dict(stop)} if stop else None
+        path = f"/experiments/{experiment_id}/resume"
+        return self._model(ExperimentDetail, "POST", path, json=body)
 
     def fork(
         self,

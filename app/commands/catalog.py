@@ -6,12 +6,12 @@ import argparse
 import json
 
 from app.client import RolloutClient
-from app.commands.common import load_config
+from trainer.inputs import read_config
 
 
 def cmd_presets(args: argparse.Namespace, client: RolloutClient) -> int:
     if args.resolve:
-        resolved = client.resolve_config(load_config(args.resolve))
+        resolved = client.resolve_config(read_config(args.resolve))
         print(json.dumps(resolved.config, indent=2))
         settings = f" + {resolved.env_settings}" if resolved.env_settings else ""
         print(f"preset: {resolved.preset}{settings}")

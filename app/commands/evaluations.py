@@ -9,7 +9,8 @@ import argparse
 from pathlib import Path
 
 from app.client import RolloutClient, WaitTimeout
-from app.commands.common import CliError, fmt
+from app.commands.common import fmt
+from trainer.inputs import CliError
 
 
 def cmd_evaluate_remote(args: argparse.Namespace, client: RolloutClient) -> int:

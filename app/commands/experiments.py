@@ -1,4 +1,5 @@
-"""`rollout submit | list | show | wait | watch | stop | resume | fork | delete | download`."""
+"""`rollout submit | list | show | logs | wait | watch | stop | resume | fork | delete |
+download`: experiments on the service."""
 
 from __future__ import annotations
 
@@ -17,17 +18,29 @@ from app.client import (
     StatusMessage,
     WaitTimeout,
 )
-from app.commands.common import CliError, fmt, load_config, parse_assignments
+from app.commands.common import fmt
 from app.experiments.lifecycle import ExperimentStatus
 from app.experiments.schemas import ExperimentPublic
+from trainer.inputs import (
+    CliError,
+    add_stop_flags,
+    parse_assignments,
+    read_config,
+    read_submission,
+    stop_overrides,
+)
+from trainer.resolve import deep_merge
 
 WATCH_RECONNECTS = 5
 
 
 def cmd_submit(args: argparse.Namespace, client: RolloutClient) -> int:
-    config = load_config(args.config)
-    exp = client.submit(config, name=args.name or Path(args.config).stem, tags=args.tag or [])
-    print(exp.id)
+    """A bare config file or a `{name, tags, config}` document (what the browser's form loads
+    and saves); --name and --tag win over the document's."""
+    doc = read_submission(args.config)
+    name = args.name or doc.name or Path(args.config).stem
+    tags = doc.tags if args.tag is None else args.tag
+    print(client.submit(doc.config, name=name, tags=tags).id)
     return 0
 
 
@@ -89,25 +102,23 @@ def cmd_stop(args: argparse.Namespace, client: RolloutClient) -> int:
 
 
 def cmd_resume(args: argparse.Namespace, client: RolloutClient) -> int:
-    print(client.resume(args.id).id)
+    """The stop flags replace the source's criteria for the new run (a run that met its
+    env-step budget needs a larger one to train on)."""
+    print(client.resume(args.id, stop=stop_overrides(args) or None).id)
     return 0
 
 
 def cmd_fork(args: argparse.Namespace, client: RolloutClient) -> int:
-    overrides: dict[str, Any] = load_config(args.config) if args.config else {}
-    overrides = _merge(overrides, parse_assignments(args.set or []))
+    overrides: dict[str, Any] = read_config(args.config) if args.config else {}
+    overrides = deep_merge(overrides, parse_assignments(args.set or []))
     print(client.fork(args.id, overrides, name=args.name, tags=args.tag).id)
     return 0
 
 
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
+def cmd_logs(args: argparse.Namespace, client: RolloutClient) -> int:
+    for line in client.logs(args.id, tail=args.tail):
+        print(line)
+    return 0
 
 
 def cmd_delete(args: argparse.Namespace, client: RolloutClient) -> int:
@@ -179,7 +190,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         return parser
 
     submit = add("submit", cmd_submit, "submit an experiment config")
-    submit.add_argument("config", help="a PPO config file (.json, .yaml)")
+    submit.add_argument(
+        "config", help="a config file (.json, .yaml): PPO fields, or {name, tags, config}"
+    )
     submit.add_argument("--name")
     submit.add_argument("--tag", action="append")
 
@@ -199,12 +212,19 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     watch = add("watch", cmd_watch, "follow an experiment live")
     watch.add_argument("id", type=int)
 
+    logs = add("logs", cmd_logs, "the tail of an experiment's log")
+    logs.add_argument("id", type=int)
+    logs.add_argument("--tail", type=int, default=200, help="lines (at most 2000)")
+
     for name, handler, text in (
         ("stop", cmd_stop, "stop an experiment"),
-        ("resume", cmd_resume, "continue from the latest checkpoint (prints the new id)"),
         ("delete", cmd_delete, "delete a finished experiment and its files"),
     ):
         add(name, handler, text).add_argument("id", type=int)
+
+    resume = add("resume", cmd_resume, "continue from the latest checkpoint (prints the new id)")
+    resume.add_argument("id", type=int)
+    add_stop_flags(resume)
 
     fork = add("fork", cmd_fork, "a new experiment from this one's config (prints the new id)")
     fork.add_argument("id", type=int)

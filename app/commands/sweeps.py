@@ -1,4 +1,4 @@
-"""`rollout sweep submit | show | stop`: grid x seeds sweeps, against the service.
+"""`rollout sweep submit | list | show | stop | delete`: grid x seeds sweeps on the service.
 
 A sweep file (YAML or JSON) holds what POST /api/v1/sweeps takes:
 
@@ -15,8 +15,9 @@ import argparse
 from pathlib import Path
 
 from app.client import RolloutClient
-from app.commands.common import CliError, fmt, load_config
+from app.commands.common import fmt
 from app.sweeps.schemas import GroupSeries, SweepPublic
+from trainer.inputs import CliError, read_mapping
 
 SWEEP_FIELDS = {"name", "config", "grid", "seeds", "max_parallel"}
 
@@ -26,7 +27,7 @@ def _counts(sweep: SweepPublic) -> str:
 
 
 def cmd_submit(args: argparse.Namespace, client: RolloutClient) -> int:
-    body = load_config(args.file)
+    body = read_mapping(args.file)
     unknown = sorted(set(body) - SWEEP_FIELDS)
     if unknown:
         raise CliError(
@@ -65,22 +66,43 @@ def cmd_show(args: argparse.Namespace, client: RolloutClient) -> int:
     return 0
 
 
+def cmd_list(args: argparse.Namespace, client: RolloutClient) -> int:
+    print(f"{'ID':>5}  {'STATUS':<10} {'SIZE':>4}  {'CREATED':<19}  NAME")
+    for sweep in client.sweeps(limit=args.limit).items:
+        created = sweep.created_at.isoformat(timespec="seconds")[:19]
+        print(f"{sweep.id:>5}  {sweep.status:<10} {sweep.size:>4}  {created:<19}  {sweep.name}")
+    return 0
+
+
 def cmd_stop(args: argparse.Namespace, client: RolloutClient) -> int:
     sweep = client.stop_sweep(args.id)
     print(f"sweep {sweep.id}: {sweep.status} ({_counts(sweep)})")
     return 0
 
 
+def cmd_delete(args: argparse.Namespace, client: RolloutClient) -> int:
+    client.delete_sweep(args.id)
+    print(f"sweep {args.id}: deleted")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    sweep = sub.add_parser("sweep", help="grid x seeds sweeps (submit, show, stop)")
-    actions = sweep.add_subparsers(dest="sweep_command", required=True)
-    submit = actions.add_parser("submit", parents=[common], help="submit a sweep file")
-    submit.set_defaults(handler=cmd_submit)
+    sweep = sub.add_parser(
+        "sweep", parents=[common], help="grid x seeds sweeps (submit, list, show, stop, delete)"
+    )
+    actions = sweep.add_subparsers(dest="sweep_command", required=True, metavar="ACTION")
+
+    def add(name: str, handler: object, text: str) -> argparse.ArgumentParser:
+        parser = actions.add_parser(name, parents=[common], help=text)
+        parser.set_defaults(handler=handler)
+        return parser
+
+    submit = add("submit", cmd_submit, "submit a sweep file")
     submit.add_argument("file", help="a sweep file (.yaml, .json): name, config, grid, seeds")
     submit.add_argument("--name", help="overrides the file's name")
-    show = actions.add_parser("show", parents=[common], help="a sweep's groups, ranked")
-    show.set_defaults(handler=cmd_show)
-    show.add_argument("id", type=int)
-    stop = actions.add_parser("stop", parents=[common], help="stop every member of a sweep")
-    stop.set_defaults(handler=cmd_stop)
-    stop.add_argument("id", type=int)
+    add("list", cmd_list, "sweeps, newest first").add_argument("--limit", type=int, default=50)
+    add("show", cmd_show, "a sweep's groups, ranked").add_argument("id", type=int)
+    add("stop", cmd_stop, "stop every member of a sweep").add_argument("id", type=int)
+    add("delete", cmd_delete, "delete a finished sweep and its experiments").add_argument(
+        "id", type=int
+    )

@@ -64,6 +64,11 @@ class Settings(BaseSettings):
         default=True, description="Launch experiments on Ray. Off: experiments stay pending."
     )
     max_concurrent_experiments: int = Field(default=4, ge=1)
+    access_log_jobs: bool = Field(
+        default=False,
+        description="`rollout serve`'s access log shows the jobs' own successful calls "
+        "(metric posts, uploads: most of its lines on a busy service). Off: only their errors.",
+    )
     public_url: str | None = Field(
         default=None,
         description="Base URL jobs use to call the API back; default http://{host}:{port}.",

@@ -30,6 +30,7 @@ from app.experiments.schemas import (
     ExperimentFork,
     ExperimentPage,
     ExperimentPublic,
+    ExperimentResume,
     JobExperiment,
     LogsPublic,
 )
@@ -157,10 +158,17 @@ def delete_experiment(
     "/{experiment_id}/resume", status_code=status.HTTP_201_CREATED, response_model=ExperimentDetail
 )
 async def resume_experiment(
-    experiment_id: ExperimentId, sessionmaker: SessionMakerDep, jobs: JobsDep, settings: SettingsDep
+    experiment_id: ExperimentId,
+    sessionmaker: SessionMakerDep,
+    jobs: JobsDep,
+    settings: SettingsDep,
+    body: ExperimentResume | None = None,
 ) -> ExperimentDetail:
-    """A new experiment that continues from this one's latest checkpoint."""
-    return await _create_then_launch(settings, sessionmaker, jobs, service.resume, experiment_id)
+    """A new experiment that continues from this one's latest checkpoint; the body (optional)
+    gives it new stop criteria."""
+    return await _create_then_launch(
+        settings, sessionmaker, jobs, service.resume, experiment_id, body
+    )
 
 
 @router.post(

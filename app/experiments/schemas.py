@@ -51,6 +51,19 @@ class ExperimentFork(BaseModel):
     tags: Tags | None = Field(default=None, description="Replace the source's tags; null: keep.")
 
 
+class ExperimentResume(BaseModel):
+    """What a resumed run may change: its stop criteria (a run that met its env-step budget
+    trains on only under a larger one)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stop: JsonObject | None = Field(
+        default=None,
+        description="Replaces these fields of the source's `stop` (env_steps counts on from "
+        "the checkpoint; wall_seconds is this run's); null: keep them.",
+    )
+
+
 class EventPublic(BaseModel):
     from_status: ExperimentStatus | None
     to_status: ExperimentStatus

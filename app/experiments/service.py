@@ -11,7 +11,7 @@ created experiments simply stay `pending`.
 
 from __future__ import annotations
 
-import copy
+import logging
 import time
 from typing import Any, Protocol
 
@@ -25,12 +25,14 @@ from app.core.params import MAX_ID
 from app.experiments.lifecycle import ExperimentStatus, can_transition
 from app.experiments.models import Experiment, ExperimentEvent, ExperimentTag, LogLine
 from app.experiments.progress import to_public
-from app.experiments.schemas import ExperimentCreate, ExperimentFork
+from app.experiments.schemas import ExperimentCreate, ExperimentFork, ExperimentResume
 from app.live.topics import ALL_EXPERIMENTS, experiment_topic
 from app.presets import service as presets
 from trainer.config import PPOConfig
+from trainer.resolve import deep_merge
 
 S = ExperimentStatus
+log = logging.getLogger(__name__)
 LOG_TAIL_MAX_LINES = 2000
 DEFAULT_MAX_LOG_LINES = 10_000
 LOG_LINE_MAX_CHARS = 10_000
@@ -223,6 +225,10 @@ def _record(
     )
     session.add(event)
     session.flush()
+    # The server log's application events, one line per transition (uvicorn's log shows
+    # requests only): "experiment 12 failed: job exited with code 1 (ValueError: ...)".
+    error = f" ({exp.error.splitlines()[0][:300]})" if target == S.failed and exp.error else ""
+    log.info("experiment %d %s: %s%s", exp.id, target.value, reason, error)
     publish_after_commit(
         session,
         experiment_topic(exp.id),
@@ -436,8 +442,11 @@ def delete_experiment(session: Session, experiment_id: int) -> Experiment:
     return exp
 
 
-def resume(session: Session, experiment_id: int) -> Experiment:
-    """A new experiment that continues from the latest checkpoint of this one."""
+def resume(
+    session: Session, experiment_id: int, request: ExperimentResume | None = None
+) -> Experiment:
+    """A new experiment that continues from the latest checkpoint of this one, under the
+    request's stop criteria where it gives them."""
     from app.checkpoints.service import latest_checkpoint
 
     # Locked: a concurrent delete or retention of the source waits for this resume to commit
@@ -446,8 +455,11 @@ def resume(session: Session, experiment_id: int) -> Experiment:
     checkpoint = latest_checkpoint(session, experiment_id)
     if checkpoint is None:
         raise Conflict(f"experiment {experiment_id} has no checkpoint to resume from")
+    config = source.config
+    if request is not None and request.stop:
+        config = deep_merge(config, {"stop": request.stop})
     data = ExperimentCreate(
-        name=f"{source.name} (resumed)"[:200], config=source.config, tags=source.tag_names
+        name=f"{source.name} (resumed)"[:200], config=config, tags=source.tag_names
     )
     return create(
         session,
@@ -468,13 +480,3 @@ def fork(session: Session, experiment_id: int, request: ExperimentFork) -> Exper
         name=request.name or f"{source.name} (fork)"[:200], config=config, tags=tags
     )
     return create(session, data, parent_id=source.id, reason=f"forked from {source.id}")
-
-
-def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    merged = copy.deepcopy(base)
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged

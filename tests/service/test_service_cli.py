@@ -123,7 +123,9 @@ def test_watch_follows_until_success_and_download(server, tmp_path, capsys):
     )
 
 
-def test_watch_with_a_token_keeps_it_out_of_the_server_log(tmp_path, capsys):
+def test_watch_with_a_token_and_the_server_log(tmp_path, capsys):
+    """The token stays out of the server log; the log has the experiment's events, and the
+    job's successful calls are not in its access lines (their errors are)."""
     token = "cli-s3cret-token"
     log: list[str] = []
     with running_service(tmp_path, free_ports(1)[0], token=token, log=log) as url:
@@ -144,9 +146,14 @@ def test_watch_with_a_token_keeps_it_out_of_the_server_log(tmp_path, capsys):
         watcher.join(timeout=30)
         assert not watcher.is_alive() and result["rc"] == 0
         assert "status: succeeded" in capsys.readouterr().out
+        assert job.post("/status", json={"status": "bogus"}).status_code == 422
     [text] = log
     assert f"/api/v1/experiments/{exp_id}/stream" in text  # the websocket was logged...
     assert token not in text  # ...without the token
+    for event in ("pending: created", "running: ", "succeeded: "):
+        assert f"INFO:     experiment {exp_id} {event}" in text, event
+    job_lines = [line for line in text.splitlines() if "/api/v1/jobs/" in line]
+    assert len(job_lines) == 1 and "422" in job_lines[0], job_lines
 
 
 def _submit_with_token(url: str, tmp_path: Path, capsys, token: str) -> int:
