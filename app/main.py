@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
-from fastapi.responses import FileResponse
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from app.checkpoints.router import job_router as checkpoints_jobs
@@ -43,6 +44,7 @@ from app.references.router import router as references
 from app.sweeps.router import router as sweeps
 
 API_PREFIX = "/api/v1"
+SWAGGER_UI_PATH = "/swagger-ui"
 # The routes whose body is a file streamed to disk: they get settings.max_upload_bytes.
 UPLOAD_ROUTES = (
     LargeBodyRoute("PUT", rf"{API_PREFIX}/jobs/experiments/[^/]+/checkpoints"),
@@ -128,6 +130,7 @@ def create_app(settings: Settings | None = None, *, server_gc: bool = False) -> 
         version="0.1.0",
         description="Run and watch PPO experiments on Ray.",
         lifespan=lifespan,
+        docs_url=None,  # _serve_docs: Swagger UI from the service's own files
     )
     app.state.settings = settings
     install_error_handlers(app)
@@ -147,7 +150,9 @@ def create_app(settings: Settings | None = None, *, server_gc: bool = False) -> 
         api.include_router(router)
     app.include_router(api)
     app.include_router(system.router)
-    _serve_frontend(app, settings.frontend_dir or PROJECT_ROOT / "frontend" / "dist")
+    dist = settings.frontend_dir or PROJECT_ROOT / "frontend" / "dist"
+    _serve_docs(app, dist)
+    _serve_frontend(app, dist)
     return app
 
 
@@ -157,6 +162,27 @@ def _metrics_loader(sessionmaker: SessionMaker) -> MetricsLoader:
             return metrics_message_between(session, experiment_id, step_min, step_max)
 
     return load
+
+
+def _serve_docs(app: FastAPI, dist: Path) -> None:
+    """/docs, the OpenAPI page, with Swagger UI's script and styles served from dist/swagger-ui/
+    (the frontend build copies them from npm's swagger-ui-dist), so it works offline. Without
+    a built frontend it is FastAPI's stock page, which loads them from a CDN."""
+    assets = dist / "swagger-ui"
+    local: dict[str, str] = {}
+    if (assets / "swagger-ui-bundle.js").is_file():
+        app.mount(SWAGGER_UI_PATH, StaticFiles(directory=assets), name="swagger-ui")
+        local = {
+            "swagger_js_url": f"{SWAGGER_UI_PATH}/swagger-ui-bundle.js",
+            "swagger_css_url": f"{SWAGGER_UI_PATH}/swagger-ui.css",
+            "swagger_favicon_url": f"{SWAGGER_UI_PATH}/favicon-32x32.png",
+        }
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json", title=f"{app.title} API", **local
+        )
 
 
 def _serve_frontend(app: FastAPI, dist: Path) -> None:
