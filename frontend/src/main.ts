@@ -20,6 +20,9 @@ function render(): void {
   unmount?.();
   unmount = null;
   clear(root);
+  // A new page starts at its top (the form's submit button left the window scrolled down to it,
+  // and the experiment page then opened with its title, status and Stop off screen).
+  window.scrollTo(0, 0);
   const route = parseRoute(location.hash);
   for (const a of document.querySelectorAll<HTMLAnchorElement>("header nav a")) {
     a.classList.toggle("active", parseRoute(a.getAttribute("href") ?? "").name === route.name);

@@ -210,6 +210,7 @@ def test_form_shows_422_by_field_then_runs_stops_and_downloads(
 
     # Resume: a new experiment continues from the latest checkpoint.
     page.click("[data-action=resume]")
+    page.click("[data-action=resume-submit]")
     page.wait_for_url(re.compile(rf"#/experiments/(?!{state.form_id}$)\d+$"))
     expect(page.locator(".meta")).to_contain_text(f"from #{state.form_id}")
     expect(badge).to_have_attribute("data-status", "running", timeout=90_000)

@@ -14,6 +14,7 @@ import type {
   PPOConfig,
   ReferenceList,
   ResolvedConfig,
+  StopCriteria,
 } from "./types";
 import type { SweepDetail, SweepMetrics, Sweep } from "./sweepTypes";
 
@@ -106,7 +107,9 @@ export const api = {
   remove: (id: number) => request<void>("DELETE", `/experiments/${id}`),
   events: (id: number) => request<ExperimentEvent[]>("GET", `/experiments/${id}/events`),
   checkpoints: (id: number) => request<Checkpoint[]>("GET", `/experiments/${id}/checkpoints`),
-  resume: (id: number) => request<Experiment>("POST", `/experiments/${id}/resume`),
+  /** `stop` replaces those stop criteria of the source (null clears one); omitted: kept. */
+  resume: (id: number, stop?: StopCriteria) =>
+    request<Experiment>("POST", `/experiments/${id}/resume`, stop ? { stop } : undefined),
   metrics: (id: number, names: string[], maxPoints: number, stepMin?: number, stepMax?: number) =>
     request<MetricsResponse>(
       "GET",

@@ -27,7 +27,7 @@ export const FINISHED: ReadonlySet<Status> = new Set(["succeeded", "failed", "st
 /** PPOConfig as JSON (trainer/config.py). Kept loose: the form mirrors its schema. */
 export type PPOConfig = Record<string, unknown> & {
   env_id?: string;
-  stop?: { env_steps?: number | null; episode_return_mean?: number | null; wall_seconds?: number | null };
+  stop?: StopCriteria;
 };
 
 /** POST /presets/resolve (app/presets/schemas.py): what a partial config resolves to. */
@@ -269,4 +269,11 @@ export interface Reference {
 
 export interface ReferenceList {
   items: Reference[];
+}
+
+/** PPOConfig.stop: the run ends when any criterion set is met. */
+export interface StopCriteria {
+  env_steps?: number | null;
+  episode_return_mean?: number | null;
+  wall_seconds?: number | null;
 }

@@ -28,17 +28,20 @@ export class ChartsPanel {
   private lastZoom = "";
   private readonly flush = frameScheduler(() => this.redrawChanged());
   private readonly overlay = new ReferenceOverlay(() => this.redrawOverlaid());
+  private readonly grid: HTMLElement;
+  private readonly none = el("p", { class: "muted", "data-role": "no-metrics", hidden: true });
 
   constructor(
     private readonly feed: ExperimentFeed,
     private readonly onError: (e: unknown) => void,
   ) {
     const grid = el("div", { class: "charts" });
+    this.grid = grid;
     const controls = chartControls(this.settings, (what) => {
       if (what !== "smoothing") for (const v of this.views) v.chart.reconfigure({ log: this.settings.log, ...xAxis(this.settings.xMode) });
       this.redrawAll();
     });
-    this.root = el("section", { class: "panel" }, el("h2", {}, "Metrics"), controls, this.overlay.root, grid);
+    this.root = el("section", { class: "panel" }, el("h2", {}, "Metrics"), controls, this.overlay.root, this.none, grid);
     this.views = CHARTS.map((def) => ({ def, chart: this.makeChart(grid, def) }));
   }
 
@@ -78,7 +81,17 @@ export class ChartsPanel {
   /** New points arrived for these series: redraw their charts on the next frame. */
   update(names: string[]): void {
     for (const n of names) this.changed.add(n);
+    if (names.length) this.showEmpty(null);
     this.flush();
+  }
+
+  /** A run that ended without a metric gets one line instead of a grid of empty charts;
+   * `message` null shows the charts. Ignored once any point is held. */
+  showEmpty(message: string | null): void {
+    const empty = message !== null && this.feed.store.size() === 0;
+    this.none.hidden = !empty;
+    this.none.textContent = empty ? message : "";
+    this.grid.hidden = empty;
   }
 
   private redraw(v: View): void {

@@ -28,7 +28,7 @@ export class CheckpointsPanel {
         el(
           "table",
           { class: "checkpoints" },
-          el("thead", {}, el("tr", {}, ["Iteration", "Env steps", "Return", "Size", "Saved", "", "", ""].map((h) => el("th", {}, h)))),
+          el("thead", {}, el("tr", {}, ["Iteration", "Env steps", "Return", "Saved", ""].map((h) => el("th", {}, h)))),
           this.body,
         ),
       ),
@@ -56,18 +56,22 @@ export class CheckpointsPanel {
     if (list.length) this.links.append(this.link("best", "⬇ Best", "btn secondary"), this.link("latest", "⬇ Latest", "btn secondary"));
     for (const c of [...list].sort((a, b) => b.iteration - a.iteration)) {
       const marks = [c.is_best ? el("span", { class: "mark best" }, "best") : null, c.is_latest ? el("span", { class: "mark latest" }, "latest") : null];
+      // Five columns, the buttons in one cell: the table fits its half of a 1400 px window
+      // (with eight, "Evaluate" was cut off); the size is on the download button.
+      const download = this.link(c.id, "Download", "btn small");
+      download.title = `${fmtBytes(c.size_bytes)} archive`;
+      const evaluate = this.onEvaluate
+        ? el("button", { type: "button", class: "btn small secondary", "data-action": "evaluate", title: "Run this checkpoint for some episodes and record a video", onclick: () => this.onEvaluate?.(c) }, "Evaluate")
+        : null;
       this.body.appendChild(
         el(
           "tr",
           { "data-checkpoint": c.id },
-          el("td", { class: "num" }, String(c.iteration)),
+          el("td", {}, el("span", { class: "iteration" }, String(c.iteration)), " ", marks),
           el("td", { class: "num" }, fmtSteps(c.env_steps)),
           el("td", { class: "num" }, fmtNumber(c.episode_return_mean)),
-          el("td", { class: "num" }, fmtBytes(c.size_bytes)),
           el("td", { title: fmtTime(c.created_at) }, fmtClock(c.created_at)),
-          el("td", {}, marks),
-          el("td", {}, this.link(c.id, "Download", "btn small")),
-          el("td", {}, this.onEvaluate ? el("button", { type: "button", class: "btn small secondary", "data-action": "evaluate", title: "Run this checkpoint for some episodes and record a video", onclick: () => this.onEvaluate?.(c) }, "Evaluate") : null),
+          el("td", { class: "row-actions" }, download, evaluate),
         ),
       );
     }

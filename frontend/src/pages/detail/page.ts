@@ -5,9 +5,10 @@
 
 import { api, ApiError } from "../../api/client";
 import { ExperimentFeed } from "../../api/feed";
-import type { Experiment } from "../../api/types";
+import type { Experiment, StopCriteria } from "../../api/types";
+import { FINISHED } from "../../api/types";
 import { trackStream, untrackStream } from "../../ui/conn";
-import { el, setText } from "../../ui/dom";
+import { clear, el, setText } from "../../ui/dom";
 import { progressBar, updateProgress } from "../../ui/progress";
 import { statusBadge, updateBadge } from "../../ui/status";
 import { allMetricNames } from "../chartDefs";
@@ -28,6 +29,7 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
 
   const title = el("h1", {}, `Experiment ${id}`);
   const badge = statusBadge("pending");
+  badge.hidden = true; // until the experiment is known: a missing one has no status
   const meta = el("p", { class: "muted meta" });
   const actions = el("div", { class: "actions" });
   const bar = progressBar();
@@ -41,6 +43,9 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
   function showNotice(e: unknown): void {
     notice.hidden = false;
     notice.textContent = e instanceof ApiError ? e.message : String(e);
+    if (e instanceof ApiError && e.fields.length) {
+      notice.append(el("ul", {}, e.fields.map((f) => el("li", {}, `${f.field}: ${f.message}`))));
+    }
   }
 
   const evaluations = new EvaluationsPanel(id, showNotice);
@@ -90,9 +95,9 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
 
   const handlers = {
     stop: () => void act(() => api.stop(id)),
-    resume: () =>
+    resume: (stop: StopCriteria) =>
       void act(async () => {
-        location.hash = `#/experiments/${(await api.resume(id)).id}`;
+        location.hash = `#/experiments/${(await api.resume(id, stop)).id}`;
         return undefined;
       }),
     remove: () =>
@@ -103,12 +108,21 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
       }),
   };
 
+  /** Finished without a metric (it failed at start-up, or was stopped while queued). */
+  function markEmptyCharts(): void {
+    if (exp && FINISHED.has(exp.status)) {
+      const why = exp.status === "failed" ? "it failed before its first iteration" : `it was ${exp.status} before its first iteration`;
+      charts.showEmpty(`No metrics were recorded: ${why}.`);
+    }
+  }
+
   function applyExperiment(e: Experiment): void {
     const previous = exp?.status;
     exp = { ...e, events: e.events ?? exp?.events };
     document.title = `${e.name} · Rollout`;
     setText(title, e.name);
     updateBadge(badge, e.status);
+    badge.hidden = false;
     meta.textContent = metaLine(e);
     if (e.sweep_id) {
       meta.append(" · ", el("a", { class: "sweep-link", href: `#/sweeps/${e.sweep_id}` }, `member of sweep ${e.sweep_id}`));
@@ -123,7 +137,10 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
       const envId = e.config.env_id;
       if (typeof envId === "string") charts.setEnv(envId).catch(showNotice);
     }
-    if (previous !== undefined && previous !== e.status) void refreshCheckpoints();
+    if (previous !== undefined && previous !== e.status) {
+      void refreshCheckpoints();
+      markEmptyCharts();
+    }
   }
 
   async function refreshExperiment(): Promise<void> {
@@ -155,6 +172,16 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
     }
   }
 
+  /** No such experiment: one message, not a page of an experiment that is not there. */
+  function showMissing(e: ApiError): void {
+    feed.close();
+    untrackStream(key);
+    charts.destroy();
+    clear(root);
+    document.title = `Experiment ${id} not found · Rollout`;
+    root.appendChild(el("section", { class: "panel", "data-role": "missing" }, el("h1", {}, `Experiment ${id}`), el("p", { class: "error-box" }, e.message), el("a", { href: "#/" }, "Back to experiments")));
+  }
+
   void (async () => {
     try {
       const e = await api.get(id);
@@ -162,8 +189,11 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
       applyExperiment(e);
       await refreshCheckpoints();
       await feed.start();
+      if (!closed) markEmptyCharts();
     } catch (e) {
-      if (!closed) showNotice(e);
+      if (closed) return;
+      if (e instanceof ApiError && e.status === 404 && exp === null) showMissing(e);
+      else showNotice(e);
     }
   })();
 

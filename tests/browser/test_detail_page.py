@@ -1,0 +1,119 @@
+"""The experiment page at 1400x900 with simulated jobs (no Ray): it opens at its top after a
+submit, its checkpoints table shows Evaluate without scrolling, a missing id is one message
+(no status badge, no charts), a run that failed before its first metric shows no empty charts,
+and Resume takes new stop criteria."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.browser.helpers import dashboard_settings, new_page
+from tests.browser.server import LiveServer, live_server
+from tests.browser.simulate import SimulatedJob
+from trainer.wire import API_PREFIX
+
+pytestmark = pytest.mark.browser
+VIEWPORT = {"width": 1400, "height": 900}
+CONFIG = {"env_id": "CartPole-v1", "stop": {"env_steps": 2048}}
+
+
+@pytest.fixture
+def served(browser: Any, frontend_dist: Path, tmp_path: Path) -> Any:
+    errors: list[str] = []
+    context, page = new_page(browser, errors, viewport=VIEWPORT)
+    with live_server(dashboard_settings(tmp_path, frontend_dist)) as server:
+        try:
+            yield server, page, errors
+        finally:
+            context.close()
+
+
+def _experiment(server: LiveServer, name: str) -> int:
+    body = {"name": name, "config": CONFIG}
+    created = httpx.post(f"{server.url}{API_PREFIX}/experiments", json=body)
+    assert created.status_code == 201, created.text
+    return int(created.json()["id"])
+
+
+def test_a_finished_run_resumes_under_new_stop_criteria(served: Any) -> None:
+    from playwright.sync_api import expect
+
+    server, page, errors = served
+    exp_id = _experiment(server, "budget met")
+    job = SimulatedJob(server, exp_id)
+    job.status("running", "started")
+    job.iterations(4)
+    job.client.put(
+        "/checkpoints", params={"iteration": 4, "env_steps": 2048}, content=b"archive"
+    ).raise_for_status()
+    job.status("succeeded", "stop criterion met: env_steps")
+
+    page.goto(f"{server.url}/#/experiments/{exp_id}")
+    # Evaluate is inside its panel at 1400 px: no part of the table is scrolled out of view.
+    evaluate = page.locator("tr[data-checkpoint] [data-action=evaluate]").first
+    expect(evaluate).to_be_visible()
+    wrap = page.locator(".checkpoints").locator("xpath=..")
+    assert wrap.evaluate("w => w.scrollWidth <= w.clientWidth"), "checkpoints table overflows"
+    panel = wrap.locator("xpath=..").bounding_box()
+    button = evaluate.bounding_box()
+    assert panel and button and button["x"] + button["width"] <= panel["x"] + panel["width"]
+
+    page.click("[data-action=resume]")
+    form = page.locator("[data-role=resume-form]")
+    expect(form.locator('[name="stop.env_steps"]')).to_have_value("2048")
+    form.locator('[name="stop.env_steps"]').fill("0")
+    page.click("[data-action=resume-submit]")
+    expect(page.locator(".error-box")).to_contain_text("config.stop.env_steps")
+    form.locator('[name="stop.env_steps"]').fill("8192")
+    form.locator('[name="stop.wall_seconds"]').fill("600")
+    page.click("[data-action=resume-submit]")
+    page.wait_for_url(re.compile(rf"#/experiments/(?!{exp_id}$)\d+$"))
+    new_id = int(page.url.rsplit("/", 1)[1])
+    stop = httpx.get(f"{server.url}{API_PREFIX}/experiments/{new_id}").json()["config"]["stop"]
+    assert stop["env_steps"] == 8192 and stop["wall_seconds"] == 600
+    expect(page.locator(".meta")).to_contain_text(f"from #{exp_id}")
+    errors[:] = [e for e in errors if "422" not in e]  # the refused first try
+    assert not errors, errors
+
+
+def test_after_submit_the_page_opens_at_its_top(served: Any) -> None:
+    from playwright.sync_api import expect
+
+    server, page, errors = served
+    page.goto(f"{server.url}/#/new")
+    page.fill('[name="name"]', "scrolled")
+    page.locator("button[type=submit]").scroll_into_view_if_needed()
+    assert page.evaluate("window.scrollY") > 0
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r"#/experiments/\d+$"))
+    expect(page.locator(".title-line h1")).to_have_text("scrolled")
+    assert page.evaluate("window.scrollY") == 0
+    expect(page.locator("[data-action=stop]")).to_be_in_viewport()
+    assert not errors, errors
+
+
+def test_a_missing_id_and_a_run_that_failed_at_start_up(served: Any) -> None:
+    from playwright.sync_api import expect
+
+    server, page, errors = served
+    page.goto(f"{server.url}/#/experiments/999")
+    missing = page.locator("[data-role=missing]")
+    expect(missing).to_contain_text("experiment 999 does not exist")
+    expect(page.locator(".badge")).to_have_count(0)
+    expect(page.locator("[data-chart]")).to_have_count(0)
+
+    exp_id = _experiment(server, "broken")
+    job = SimulatedJob(server, exp_id)
+    job.status("running", "started")
+    job.status("failed", "job failed", error="gymnasium.error.NameNotFound: NoSuchEnv")
+    page.goto(f"{server.url}/#/experiments/{exp_id}")
+    expect(page.locator(".failure")).to_contain_text("NameNotFound")
+    expect(page.locator("[data-role=no-metrics]")).to_contain_text("No metrics were recorded")
+    expect(page.locator("[data-chart]").first).to_be_hidden()
+    errors[:] = [e for e in errors if "404" not in e]  # the missing experiment's GET
+    assert not errors, errors
