@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { GroupSeries } from "../src/api/sweepTypes";
 import { bandColumns, ranking, scatter } from "../src/data/sweepData";
+import { fmtValue } from "../src/ui/sweepChart";
 
 function group(index: number, point: Record<string, unknown>, finals: number[]): GroupSeries {
   const mean = finals.length ? finals.reduce((a, b) => a + b, 0) / finals.length : null;
@@ -56,5 +57,12 @@ describe("sweep data", () => {
     expect(cat.categories).toEqual(["tanh", "relu"]);
     expect(cat.x).toEqual([0, 0, 1, 1]);
     expect(cat.log).toBe(false);
+  });
+
+  it("ticks at the grid's values and tells each point's group (its colour)", () => {
+    const s = scatter(groups, "lr");
+    expect(s.ticks).toEqual([0.001, 0.01, 0.1]);
+    expect(s.group).toEqual([1, 1, 1, 0, 0, 0]);
+    expect([3e-4, 0.001, 64, 0.25, 0.0625].map(fmtValue)).toEqual(["3e-4", "1e-3", "64", "0.25", "0.0625"]);
   });
 });

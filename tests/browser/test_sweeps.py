@@ -62,8 +62,8 @@ def _post(server: LiveServer, exp_id: int, token: str, steps: range, level: floa
     assert response.status_code == 200, response.text
 
 
-def _tinted_pixels(page: Any) -> dict[str, int]:
-    """Pixels of the band chart's canvas tinted blue (group 0) or red (group 1)."""
+def _tinted_pixels(page: Any, title: str = TITLE) -> dict[str, int]:
+    """Pixels of a chart's canvas tinted blue (group 0) or red (group 1)."""
     return page.evaluate(
         """(title) => {
           const c = document.querySelector(`[data-chart="${title}"] canvas`);
@@ -77,7 +77,7 @@ def _tinted_pixels(page: Any) -> dict[str, int]:
           }
           return {blue, red};
         }""",
-        TITLE,
+        title,
     )
 
 
@@ -118,6 +118,12 @@ def test_sweep_page_draws_bands_ranks_groups_updates_live_and_stops(
     assert "lr=0.001" in ranking.nth(1).inner_text() and "3 / 3" in ranking.nth(1).inner_text()
     scatter = page.locator('[data-chart="final vs lr"]')
     assert scatter.get_attribute("data-points") == "2"
+    # A decade apart: a log axis with its ticks at the two learning rates; each group's points
+    # in its band's colour.
+    assert scatter.get_attribute("data-log") == "true"
+    assert scatter.get_attribute("data-ticks") == "1e-4 1e-3"
+    tint = _tinted_pixels(page, "final vs lr")
+    assert tint["blue"] > 20 and tint["red"] > 20, tint
     assert page.locator('[data-role="n-note"]').inner_text().count("/") >= 2
     page.screenshot(path=str(artifacts / "sweep-page.png"), full_page=True)
 

@@ -47,6 +47,10 @@ export interface Scatter {
   categories: string[] | null;
   /** Numbers over more than a decade, all positive (e.g. learning rates): a log x axis. */
   log: boolean;
+  /** The group (its `index`, which picks its colour) of each point. */
+  group: number[];
+  /** Where the x axis puts its ticks: at the grid's own values (3e-4 and 3e-3, not 1.87e-4). */
+  ticks: number[];
 }
 
 function show(v: unknown): string {
@@ -59,15 +63,16 @@ export function scatter(groups: readonly GroupSeries[], key: string): Scatter {
   const numeric = values.every((v) => typeof v === "number" && Number.isFinite(v));
   const categories = numeric ? null : [...new Set(values.map(show))];
   const xOf = (v: unknown) => (numeric ? (v as number) : (categories as string[]).indexOf(show(v)));
-  const rows: [number, number | null, number | null][] = [];
+  const rows: [number, number | null, number | null, number][] = [];
   for (const g of groups) {
     const x = xOf(g.point[key]);
-    for (const f of g.final.members) rows.push([x, f.value, null]);
-    if (g.final.mean !== null) rows.push([x, null, g.final.mean]);
+    for (const f of g.final.members) rows.push([x, f.value, null, g.index]);
+    if (g.final.mean !== null) rows.push([x, null, g.final.mean, g.index]);
   }
   rows.sort((a, b) => a[0] - b[0]);
   const xs = numeric ? (values as number[]) : [];
   const log = numeric && xs.every((v) => v > 0) && Math.max(...xs) / Math.min(...xs) >= 10;
+  const ticks = [...new Set(groups.map((g) => xOf(g.point[key])))].sort((a, b) => a - b);
   return {
     key,
     x: rows.map((r) => r[0]),
@@ -75,5 +80,7 @@ export function scatter(groups: readonly GroupSeries[], key: string): Scatter {
     mean: rows.map((r) => r[2]),
     categories,
     log,
+    group: rows.map((r) => r[3]),
+    ticks,
   };
 }

@@ -163,8 +163,7 @@ export function mountSweep(root: HTMLElement, id: number): () => void {
         s = new ScatterChart(scatterBox, key);
         scatters.set(key, s);
       }
-      const data = scatter(m.groups, key);
-      s.setData(data.x, data.member, data.mean, data.categories, data.log);
+      s.setData(scatter(m.groups, key));
     }
     if (!metrics?.grid_keys.length) setText(scatterBox, "This sweep varies only the seed.");
   }

@@ -7,6 +7,7 @@
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import type { Aligned } from "../data/align";
+import type { Scatter } from "../data/sweepData";
 import { fmtSteps } from "../data/format";
 import { el } from "./dom";
 import { PALETTE } from "./chart";
@@ -88,13 +89,14 @@ export class SweepChart {
   }
 }
 
-/** Hyperparameter -> final value: each member a small point, each group's mean a large one. */
+/** Hyperparameter -> final value: each member a small point, each group's mean a large one,
+ * both in the group's colour (the band chart's); ticks at the grid's values, on a log axis
+ * when they span a decade. */
 export class ScatterChart {
   readonly root: HTMLElement;
   private readonly body: HTMLElement;
   private plot: uPlot | null = null;
-  private categories: string[] | null = null;
-  private log = false;
+  private shape = "";
 
   constructor(parent: HTMLElement, readonly key: string) {
     this.body = el("div", { class: "chart-body" });
@@ -102,46 +104,67 @@ export class ScatterChart {
     parent.appendChild(this.root);
   }
 
-  private build(): void {
-    const cats = this.categories;
-    const fmtX = (v: number | null) => (v === null || !Number.isFinite(v) ? "" : cats ? (cats[Math.round(v)] ?? "") : String(Number(v.toPrecision(3))));
+  private build(s: Scatter, groups: number[]): void {
+    const cats = s.categories;
+    const fmtX = (v: number | null) => (v === null || !Number.isFinite(v) ? "" : cats ? (cats[Math.round(v)] ?? "") : fmtValue(v));
     const noLine = () => null;
+    const series: uPlot.Series[] = [{ label: this.key, value: (_u, v) => (v === null || v === undefined ? "–" : fmtX(v)) }];
+    for (const g of groups) {
+      const color = groupColor(g);
+      series.push(
+        { label: "member", stroke: withAlpha(color, 0.55), paths: noLine, points: { show: true, size: 5, fill: withAlpha(color, 0.55) } },
+        { label: "group mean", stroke: color, paths: noLine, points: { show: true, size: 10, fill: color } },
+      );
+    }
     this.plot?.destroy();
     this.plot = new uPlot(
       {
         width: Math.max(240, Math.floor(this.body.clientWidth || 360)),
         height: 220,
-        series: [
-          { label: this.key, value: (_u, v) => (v === null || v === undefined ? "–" : fmtX(v)) },
-          { label: "member", stroke: "#6b7280", paths: noLine, points: { show: true, size: 5, fill: "#6b7280" } },
-          { label: "group mean", stroke: PALETTE[0], paths: noLine, points: { show: true, size: 10, fill: PALETTE[0] } },
-        ],
+        series,
         scales: {
           // Padded so the points at either end are drawn whole.
-          x: this.log
+          x: s.log
             ? { time: false, distr: 3, range: (_u, lo, hi) => [lo / 1.6, hi * 1.6] }
             : { time: false, range: (_u, lo, hi) => (lo === hi ? [lo - 1, hi + 1] : [lo - (hi - lo) * 0.08, hi + (hi - lo) * 0.08]) },
         },
-        axes: [{ values: (_u, splits) => splits.map((v) => (cats && !Number.isInteger(v) ? "" : fmtX(v))) }, { size: 60 }],
+        axes: [{ splits: () => s.ticks, values: (_u, splits) => splits.map((v) => fmtX(v)) }, { size: 60 }],
         cursor: { drag: { x: false, y: false } },
-        legend: { live: true },
+        legend: { show: false },
       },
-      [[], [], []],
+      [[], ...series.slice(1).map(() => [])] as uPlot.AlignedData,
       this.body,
     );
+    this.root.dataset.log = String(s.log);
+    this.root.dataset.ticks = s.ticks.map((v) => fmtX(v)).join(" ");
+    this.root.dataset.colors = groups.map((g) => groupColor(g)).join(" ");
   }
 
-  setData(x: number[], member: (number | null)[], mean: (number | null)[], categories: string[] | null, log: boolean): void {
-    const rebuild = !this.plot || log !== this.log || JSON.stringify(categories) !== JSON.stringify(this.categories);
-    this.categories = categories;
-    this.log = log;
-    if (rebuild) this.build();
-    this.plot?.setData([x, member, mean] as uPlot.AlignedData);
-    this.root.dataset.points = String(mean.filter((v) => v !== null).length);
+  setData(s: Scatter): void {
+    const groups = [...new Set(s.group)].sort((a, b) => a - b);
+    const shape = JSON.stringify([s.log, s.categories, s.ticks, groups]);
+    if (!this.plot || shape !== this.shape) this.build(s, groups);
+    this.shape = shape;
+    const columns: (number | null)[][] = [];
+    for (const g of groups) {
+      columns.push(s.member.map((v, i) => (s.group[i] === g ? v : null)));
+      columns.push(s.mean.map((v, i) => (s.group[i] === g ? v : null)));
+    }
+    this.plot?.setData([s.x, ...columns] as uPlot.AlignedData);
+    this.root.dataset.points = String(s.mean.filter((v) => v !== null).length);
   }
 
   destroy(): void {
     this.plot?.destroy();
     this.root.remove();
   }
+}
+
+/** A grid value as written: 0.0003 -> "3e-4", 0.001 -> "1e-3", 64 -> "64", 0.25 -> "0.25". */
+export function fmtValue(v: number): string {
+  if (v !== 0 && Math.abs(v) < 0.01) {
+    const [mant, exp] = v.toExponential().split("e");
+    return `${Number(Number(mant).toPrecision(3))}e${Number(exp)}`;
+  }
+  return String(Number(v.toPrecision(4)));
 }
