@@ -41,7 +41,7 @@ function render(): void {
       unmount = mountCompare(root, route.query);
       break;
     case "sweeps":
-      unmount = mountSweeps(root);
+      unmount = mountSweeps(root, route.query);
       break;
     case "sweep":
       unmount = mountSweep(root, route.id as number);

@@ -16,7 +16,7 @@ import type {
   ResolvedConfig,
   StopCriteria,
 } from "./types";
-import type { SweepDetail, SweepMetrics, Sweep } from "./sweepTypes";
+import type { SweepCreate, SweepDetail, SweepMetrics, Sweep } from "./sweepTypes";
 
 export const API = "/api/v1";
 const TOKEN_KEY = "rollout.token";
@@ -126,6 +126,7 @@ export const api = {
   evaluation: (eid: number) => request<EvaluationDetail>("GET", `/evaluations/${eid}`),
   deleteEvaluation: (eid: number) => request<void>("DELETE", `/evaluations/${eid}`),
   sweeps: () => request<{ items: Sweep[] }>("GET", "/sweeps"),
+  createSweep: (body: SweepCreate) => request<SweepDetail>("POST", "/sweeps", body),
   sweep: (id: number) => request<SweepDetail>("GET", `/sweeps/${id}`),
   sweepMetrics: (id: number, names: string[], points: number) =>
     request<SweepMetrics>("GET", `/sweeps/${id}/metrics${query({ names: names.join(","), points })}`),

@@ -22,6 +22,15 @@ export interface Sweep {
   size: number;
 }
 
+/** POST /sweeps (SweepCreate). */
+export interface SweepCreate {
+  name: string;
+  config: PPOConfig;
+  grid: Record<string, unknown[]>;
+  seeds: number[];
+  max_parallel: number;
+}
+
 export interface SweepDetail extends Sweep {
   groups: SweepGroup[];
   members: Experiment[];

@@ -4,10 +4,12 @@ import { api, ApiError } from "../api/client";
 import { fmtTime } from "../data/format";
 import { el } from "../ui/dom";
 import { statusBadge } from "../ui/status";
+import { sweepForm } from "./sweepForm";
 
-export function mountSweeps(root: HTMLElement): () => void {
+export function mountSweeps(root: HTMLElement, query: URLSearchParams): () => void {
   document.title = "Sweeps · Rollout";
   const tbody = el("tbody");
+  const formBox = el("div", {});
   const empty = el("p", { class: "muted empty" });
   const errorBox = el("p", { class: "error-box", hidden: true });
   root.appendChild(
@@ -15,13 +17,31 @@ export function mountSweeps(root: HTMLElement): () => void {
       "section",
       { class: "panel" },
       el("div", { class: "page-head" }, el("h1", {}, "Sweeps"), el("a", { href: "#/" }, "Experiments")),
-      el("p", { class: "muted" }, "A sweep runs one experiment per grid point and seed: submit one with POST /api/v1/sweeps or `rollout sweep submit sweep.yaml`."),
+      el("p", { class: "muted" }, "A sweep runs one experiment per grid point and seed: create one here, with `rollout sweep submit sweep.yaml` or POST /api/v1/sweeps."),
+      formBox,
       errorBox,
       el("div", { class: "table-wrap" }, el("table", { class: "experiments sweeps" }, el("thead", {}, el("tr", {}, ["Name", "Status", "Members", "Grid", "Seeds", "Created"].map((h) => el("th", {}, h)))), tbody)),
       empty,
     ),
   );
   let closed = false;
+  const showError = (e: unknown) => {
+    errorBox.hidden = false;
+    errorBox.textContent = e instanceof ApiError ? e.message : String(e);
+  };
+  // ?from=ID: the form opens with that experiment's config as the base.
+  const from = Number(query.get("from"));
+  if (Number.isInteger(from) && from > 0) {
+    void api
+      .get(from)
+      .then((e) => closed || formBox.appendChild(sweepForm(e.config, e.name)))
+      .catch((e) => {
+        showError(e);
+        formBox.appendChild(sweepForm(null, null));
+      });
+  } else {
+    formBox.appendChild(sweepForm(null, null));
+  }
   void api
     .sweeps()
     .then(({ items }) => {
@@ -43,10 +63,7 @@ export function mountSweeps(root: HTMLElement): () => void {
         );
       }
     })
-    .catch((e) => {
-      errorBox.hidden = false;
-      errorBox.textContent = e instanceof ApiError ? e.message : String(e);
-    });
+    .catch(showError);
   return () => {
     closed = true;
   };

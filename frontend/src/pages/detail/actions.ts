@@ -1,4 +1,5 @@
-/** The experiment's buttons: Stop while it runs; Resume, Delete once finished; Fork always.
+/** The experiment's buttons: Stop while it runs; Resume, Delete once finished; Fork and Sweep
+ * (a sweep with this config as its base) always.
  *
  * Resume opens a small form with the run's stop criteria, so a run that met its budget can
  * train longer (env steps count on from the checkpoint; seconds are the new run's). */
@@ -56,11 +57,17 @@ export function renderActions(box: HTMLElement, e: Experiment, canResume: boolea
         "Delete",
       ),
     );
-    box.appendChild(el("a", { class: "btn secondary", href: `#/new?from=${e.id}`, title: "A new experiment with this config, edited first" }, "Fork"));
-    box.appendChild(form);
+    box.append(...copies(e), form);
     return;
   }
-  box.appendChild(el("a", { class: "btn secondary", href: `#/new?from=${e.id}`, title: "A new experiment with this config, edited first" }, "Fork"));
+  box.append(...copies(e));
+}
+
+function copies(e: Experiment): HTMLElement[] {
+  return [
+    el("a", { class: "btn secondary", href: `#/new?from=${e.id}`, title: "A new experiment with this config, edited first" }, "Fork"),
+    el("a", { class: "btn secondary", href: `#/sweeps?from=${e.id}`, "data-action": "sweep-from", title: "A grid x seeds sweep with this config as its base" }, "Sweep…"),
+  ];
 }
 
 /** The stop criteria of the resumed run, prefilled with this run's; an empty field clears one. */
