@@ -1,7 +1,7 @@
 """The `rollout` command line: one command tree, `rollout [--url U] [--token T] COMMAND ...`.
 
     serve                                  app/service_cli.py   (the service itself)
-    submit list show logs wait watch ...   app/commands/        (clients of a running service)
+    submit list show logs metrics ...      app/commands/        (clients of a running service)
     train evaluate                         trainer/cli.py       (the trainer, locally)
 
 Every command is registered here, so `rollout --help` lists them all. The global flags work
@@ -21,12 +21,12 @@ import os
 import sys
 
 from app.client import DEFAULT_URL, APIError, RolloutClient, ServiceUnreachable
-from app.commands import catalog, evaluations, experiments, sweeps
+from app.commands import catalog, evaluations, experiments, metrics, sweeps
 from app.service_cli import register as register_serve
 from trainer import cli as trainer_cli
 from trainer.inputs import CliError
 
-CLIENT_MODULES = (experiments, evaluations, sweeps, catalog)
+CLIENT_MODULES = (experiments, metrics, evaluations, sweeps, catalog)
 LOCAL_COMMANDS = frozenset({"serve", "train", "evaluate"})
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer cut off by `| head`
 

@@ -29,7 +29,7 @@ from app.experiments.schemas import (
     ExperimentPublic,
     LogsPublic,
 )
-from app.metrics.schemas import MetricNames, SeriesResponse
+from app.metrics.schemas import MetricNames, Series, SeriesResponse
 from app.presets.schemas import PresetList, ResolvedConfig
 from app.references.schemas import ReferenceCurves, ReferenceList
 from app.sweeps.schemas import SweepDetail, SweepList, SweepMetrics
@@ -38,6 +38,8 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 API_PREFIX = "/api/v1"
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 CheckpointRef = Literal["best", "latest"] | int | str
+# An export asks for few series at once, so each gets a large share of a response's points.
+EXPORT_NAMES_PER_REQUEST = 8
 
 M = TypeVar("M", bound=BaseModel)
 _CHECKPOINTS = TypeAdapter(list[CheckpointPublic])
@@ -291,6 +293,33 @@ class RolloutClient:
 
     def metric_names(self, experiment_id: int) -> list[str]:
         return self._model(MetricNames, "GET", f"/experiments/{experiment_id}/metrics/names").names
+
+    def all_metrics(
+        self, experiment_id: int, names: Iterable[str] | None = None
+    ) -> dict[str, Series]:
+        """Every stored point of the series (all by default), never downsampled: a series the
+        service had to thin for one response is fetched again in step windows, halved until
+        each comes whole (for exports: `rollout metrics ID --csv`)."""
+        wanted = list(names) if names is not None else self.metric_names(experiment_id)
+        out: dict[str, Series] = {}
+        for start in range(0, len(wanted), EXPORT_NAMES_PER_REQUEST):
+            batch = wanted[start : start + EXPORT_NAMES_PER_REQUEST]
+            response = self.metrics(experiment_id, batch)
+            for name, series in response.series.items():
+                if response.downsampled.get(name) and series.step:
+                    series = self._whole(experiment_id, name, series.step[0], series.step[-1])
+                out[name] = series
+        return out
+
+    def _whole(self, experiment_id: int, name: str, lo: int, hi: int) -> Series:
+        response = self.metrics(experiment_id, [name], step_min=lo, step_max=hi)
+        series = response.series.get(name, Series(step=[], value=[]))
+        if not response.downsampled.get(name) or hi <= lo:
+            return series
+        mid = (lo + hi) // 2
+        left = self._whole(experiment_id, name, lo, mid)
+        right = self._whole(experiment_id, name, mid + 1, hi)
+        return Series(step=left.step + right.step, value=left.value + right.value)
 
     # --- checkpoints -----------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ and Resume takes new stop criteria."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -116,4 +117,30 @@ def test_a_missing_id_and_a_run_that_failed_at_start_up(served: Any) -> None:
     expect(page.locator("[data-role=no-metrics]")).to_contain_text("No metrics were recorded")
     expect(page.locator("[data-chart]").first).to_be_hidden()
     errors[:] = [e for e in errors if "404" not in e]  # the missing experiment's GET
+    assert not errors, errors
+
+
+def test_metrics_export_downloads_every_point(served: Any, tmp_path: Path) -> None:
+    server, page, errors = served
+    exp_id = _experiment(server, "exported")
+    job = SimulatedJob(server, exp_id)
+    job.status("running", "started")
+    job.iterations(30)
+    page.goto(f"{server.url}/#/experiments/{exp_id}")
+    page.locator('[data-chart="Episode return"]').wait_for()
+    with page.expect_download() as download:
+        page.click("[data-action=export-csv]")
+    assert download.value.suggested_filename == f"experiment-{exp_id}-metrics.csv"
+    path = tmp_path / "m.csv"
+    download.value.save_as(path)
+    lines = path.read_text().splitlines()
+    header = lines[0].split(",")
+    assert header[0] == "step" and "episode_return_mean" in header and "kl" in header
+    assert [int(line.split(",")[0]) for line in lines[1:]] == [512 * i for i in range(1, 31)]
+    with page.expect_download() as download:
+        page.click("[data-action=export-json]")
+    download.value.save_as(tmp_path / "m.json")
+    body = json.loads((tmp_path / "m.json").read_text())
+    assert body["experiment_id"] == exp_id
+    assert len(body["series"]["episode_return_mean"]["step"]) == 30
     assert not errors, errors

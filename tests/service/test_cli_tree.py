@@ -152,3 +152,36 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=30) == cli.EXIT_BROKEN_PIPE
     assert err == ""
+
+
+def test_metrics_export_has_every_point_as_csv_and_json(
+    rollout, client, create_experiment, job_token, monkeypatch, tmp_path, capsys
+):
+    exp = create_experiment("export")
+    rows = [
+        {"step": 100 * i, "time_s": float(i), "values": {"episode_return_mean": i * 1.5}}
+        for i in range(1, 11)
+    ]
+    rows[4]["values"]["kl"] = 0.25  # a series with one point: empty cells elsewhere
+    client.post(
+        f"/api/v1/jobs/experiments/{exp['id']}/metrics",
+        json={"rows": rows},
+        headers={"Authorization": f"Bearer {job_token(exp['id'])}"},
+    ).raise_for_status()
+    # The service thins any series longer than this in one response; the export still has all.
+    monkeypatch.setattr("app.metrics.service.MAX_POINTS_PER_SERIES", 4)
+    thinned = client.get(f"/api/v1/experiments/{exp['id']}/metrics").json()
+    assert thinned["downsampled"]["episode_return_mean"]
+    assert rollout("metrics", str(exp["id"]), "--csv") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "step,episode_return_mean,kl,time_s"
+    assert lines[1:] == [
+        f"{100 * i},{i * 1.5!r},{'0.25' if i == 5 else ''},{float(i)!r}" for i in range(1, 11)
+    ]
+    out = tmp_path / "m.json"
+    names = "episode_return_mean,time_s"
+    assert rollout("metrics", str(exp["id"]), "--json", "--names", names, "-o", str(out)) == 0
+    assert "2 series, 20 points" in capsys.readouterr().err
+    body = json.loads(out.read_text())
+    assert body["experiment_id"] == exp["id"] and sorted(body["series"]) == names.split(",")
+    assert body["series"]["episode_return_mean"]["step"] == [100 * i for i in range(1, 11)]

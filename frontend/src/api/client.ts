@@ -110,7 +110,8 @@ export const api = {
   /** `stop` replaces those stop criteria of the source (null clears one); omitted: kept. */
   resume: (id: number, stop?: StopCriteria) =>
     request<Experiment>("POST", `/experiments/${id}/resume`, stop ? { stop } : undefined),
-  metrics: (id: number, names: string[], maxPoints: number, stepMin?: number, stepMax?: number) =>
+  metricNames: (id: number) => request<{ names: string[] }>("GET", `/experiments/${id}/metrics/names`),
+  metrics: (id: number, names: string[], maxPoints: number | undefined, stepMin?: number, stepMax?: number) =>
     request<MetricsResponse>(
       "GET",
       `/experiments/${id}/metrics${query({
@@ -163,6 +164,18 @@ export function streamProtocols(token: string | null = apiToken()): string[] {
  * Download a checkpoint. Plain links stream straight to disk; with an API token the request
  * needs its Authorization header, so the archive is fetched and handed over as a blob.
  */
+/** Hand `text` to the browser as a file download. */
+export function saveText(text: string, filename: string, type: string): void {
+  const blobUrl = URL.createObjectURL(new Blob([text], { type }));
+  const a = document.createElement("a");
+  a.href = blobUrl;
+  a.download = filename;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(blobUrl), 60_000);
+}
+
 export async function downloadWithToken(url: string, filename: string): Promise<void> {
   const token = apiToken();
   const resp = await fetch(url, { headers: token ? { Authorization: `Bearer ${token}` } : {} });

@@ -97,6 +97,8 @@ export interface Columns {
 
 export interface MetricsResponse {
   series: Record<string, Columns>;
+  /** Per name: whether the service thinned it (min/max per bucket) for this response. */
+  downsampled?: Record<string, boolean>;
 }
 
 export interface FieldError {

@@ -5,7 +5,9 @@
  * (toggled) on the episode return chart.
  */
 
+import { api, saveText } from "../../api/client";
 import type { ExperimentFeed } from "../../api/feed";
+import { allSeries, toCsv, toJson } from "../../data/export";
 import { withOverlay } from "../../data/overlay";
 import { plotData, WALL_TIME } from "../../data/plotData";
 import { inverseInterpolate } from "../../data/series";
@@ -41,6 +43,14 @@ export class ChartsPanel {
       if (what !== "smoothing") for (const v of this.views) v.chart.reconfigure({ log: this.settings.log, ...xAxis(this.settings.xMode) });
       this.redrawAll();
     });
+    const exports = el(
+      "span",
+      { class: "export" },
+      "export ",
+      el("button", { type: "button", class: "btn small secondary", "data-action": "export-csv", title: "Every stored point of every series: a row per env step", onclick: () => void this.exportAs("csv") }, "CSV"),
+      el("button", { type: "button", class: "btn small secondary", "data-action": "export-json", title: "Every stored point of every series, as the API sends them", onclick: () => void this.exportAs("json") }, "JSON"),
+    );
+    controls.appendChild(exports);
     this.root = el("section", { class: "panel" }, el("h2", {}, "Metrics"), controls, this.overlay.root, this.none, grid);
     this.views = CHARTS.map((def) => ({ def, chart: this.makeChart(grid, def) }));
   }
@@ -134,6 +144,19 @@ export class ChartsPanel {
     this.lastZoom = key;
     try {
       await this.feed.zoom(stepMin, stepMax, allMetricNames());
+    } catch (e) {
+      this.onError(e);
+    }
+  }
+
+  /** Download every metric at full resolution (what `rollout metrics ID --csv|--json` writes). */
+  private async exportAs(format: "csv" | "json"): Promise<void> {
+    const id = this.feed.id;
+    try {
+      const { names } = await api.metricNames(id);
+      const series = await allSeries((batch, lo, hi) => api.metrics(id, batch, undefined, lo, hi), names);
+      if (format === "csv") saveText(toCsv(series), `experiment-${id}-metrics.csv`, "text/csv");
+      else saveText(toJson(id, series), `experiment-${id}-metrics.json`, "application/json");
     } catch (e) {
       this.onError(e);
     }
