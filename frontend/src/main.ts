@@ -29,7 +29,7 @@ function render(): void {
   }
   switch (route.name) {
     case "list":
-      unmount = mountList(root);
+      unmount = mountList(root, route.query);
       break;
     case "new":
       unmount = mountNew(root, route.query);

@@ -6,16 +6,17 @@
 import { api, ApiError, wsUrl } from "../api/client";
 import { LiveStream } from "../api/stream";
 import { FINISHED, STATUSES, type Experiment, type StreamMessage } from "../api/types";
-import { matches, type Filter } from "../data/filter";
+import { matches } from "../data/filter";
+import { compareRuns, viewFromQuery, viewToHash, type ListView, type SortKey } from "../data/sortRuns";
 import { trackStream, untrackStream } from "../ui/conn";
 import { clear, el, frameScheduler } from "../ui/dom";
 import { COLUMNS, ExperimentRow } from "../ui/experimentRow";
 
 const PAGE = 50;
 
-export function mountList(root: HTMLElement): () => void {
+export function mountList(root: HTMLElement, query: URLSearchParams): () => void {
   document.title = "Experiments · Rollout";
-  const filter: Filter = { status: "", tag: "", name: "" };
+  const filter: ListView = viewFromQuery(query);
   const rows = new Map<number, ExperimentRow>();
   const selected = new Set<number>();
   const dirty = new Set<number>();
@@ -23,8 +24,14 @@ export function mountList(root: HTMLElement): () => void {
   let loadSeq = 0;
 
   const statusSel = el("select", { name: "status", "aria-label": "Filter by status" }, el("option", { value: "" }, "any status"), STATUSES.map((s) => el("option", { value: s }, s)));
-  const tagInput = el("input", { name: "tag", type: "search", placeholder: "tag", "aria-label": "Filter by tag" });
-  const nameInput = el("input", { name: "name", type: "search", placeholder: "name contains…", "aria-label": "Filter by name" });
+  const tagInput = el("input", { name: "tag", type: "search", placeholder: "tag", "aria-label": "Filter by tag", value: filter.tag });
+  const nameInput = el("input", { name: "name", type: "search", placeholder: "name contains…", "aria-label": "Filter by name", value: filter.name });
+  statusSel.value = filter.status;
+  const headers = COLUMNS.map(([label, key]) => {
+    if (!key) return el("th", {}, label);
+    const button = el("button", { type: "button", class: "sort", "data-sort": key, title: `Sort by ${label.toLowerCase()}`, onclick: () => sortBy(key) }, label);
+    return el("th", { "data-sort-key": key }, button);
+  });
   const compareBtn = el("button", { type: "button", class: "btn", disabled: true, "data-action": "compare" }, "Compare selected");
   const tbody = el("tbody");
   const empty = el("p", { class: "muted empty" });
@@ -47,7 +54,7 @@ export function mountList(root: HTMLElement): () => void {
           el(
             "thead",
             {},
-            el("tr", {}, COLUMNS.map((h) => el("th", {}, h))),
+            el("tr", {}, headers),
           ),
           tbody,
         ),
@@ -56,6 +63,41 @@ export function mountList(root: HTMLElement): () => void {
       more,
     ),
   );
+
+  /** Header marks and the rows' order follow `filter.sort`; the URL keeps the view. */
+  function showSort(): void {
+    for (const th of headers) {
+      const key = th.dataset.sortKey;
+      if (!key) continue;
+      const on = key === filter.sort;
+      th.setAttribute("aria-sort", on ? (filter.dir === "asc" ? "ascending" : "descending") : "none");
+      th.classList.toggle("sorted", on);
+    }
+  }
+
+  function sortBy(key: SortKey): void {
+    filter.dir = filter.sort === key && filter.dir === "desc" ? "asc" : "desc";
+    filter.sort = key;
+    showSort();
+    reorder();
+    keepInUrl();
+  }
+
+  function reorder(): void {
+    const order = [...rows.values()].map((r) => r.exp).sort(compareRuns(filter.sort, filter.dir));
+    const current = [...tbody.children] as HTMLElement[];
+    if (order.every((e, i) => Number(current[i]?.dataset.id) === e.id)) return;
+    for (const e of order) tbody.appendChild((rows.get(e.id) as ExperimentRow).tr);
+  }
+  const reorderSoon = frameScheduler(reorder);
+
+  /** Replace (not push) the hash: filters typed in are not each a history entry. */
+  function keepInUrl(): void {
+    const hash = viewToHash(filter);
+    if (location.hash !== hash && !(hash === "#/" && (location.hash === "" || location.hash === "#/" || location.hash === "#"))) {
+      history.replaceState(null, "", hash);
+    }
+  }
 
   function updateCompare(): void {
     compareBtn.disabled = selected.size < 2;
@@ -93,12 +135,14 @@ export function mountList(root: HTMLElement): () => void {
       row.exp = exp;
       dirty.add(exp.id);
       flush();
+      if (filter.sort !== "id") reorderSoon();
     } else if (matches(exp, filter)) {
       const r = new ExperimentRow(exp, selected.has(exp.id), onSelect);
       rows.set(exp.id, r);
       // Newest first: a new experiment has the highest id.
       const after = [...tbody.children].find((tr) => Number((tr as HTMLElement).dataset.id) < exp.id);
       tbody.insertBefore(r.tr, after ?? null);
+      if (filter.sort !== "id" || filter.dir !== "desc") reorderSoon();
       showEmpty();
     }
   }
@@ -129,6 +173,7 @@ export function mountList(root: HTMLElement): () => void {
     filter.status = statusSel.value;
     filter.tag = tagInput.value.trim();
     filter.name = nameInput.value.trim();
+    keepInUrl();
     if (debounce) clearTimeout(debounce);
     debounce = setTimeout(() => void load(true), 200);
   };
@@ -162,6 +207,7 @@ export function mountList(root: HTMLElement): () => void {
     },
   });
   trackStream(key, null);
+  showSort();
   void load(true).then(() => stream.start());
 
   // Durations and ETAs of running experiments move with the clock.

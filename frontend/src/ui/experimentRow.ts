@@ -1,12 +1,26 @@
 /** One row of the experiments table: built once, then patched cell by cell on every update. */
 
 import type { Experiment } from "../api/types";
+import type { SortKey } from "../data/sortRuns";
 import { elapsedSeconds, fmtDuration, fmtNumber, fmtSteps, fmtTime } from "../data/format";
 import { el, setText } from "./dom";
 import { progressBar, updateProgress } from "./progress";
 import { statusBadge, updateBadge } from "./status";
 
-export const COLUMNS = ["", "Name", "Env", "Status", "Progress", "Return", "Best", "Env steps", "Started", "Duration", "Tags"];
+/** Header and sort key of each column (null: not sortable). */
+export const COLUMNS: [string, SortKey | null][] = [
+  ["", null],
+  ["Name", "name"],
+  ["Env", "env"],
+  ["Status", "status"],
+  ["Progress", "progress"],
+  ["Return", "return"],
+  ["Best", "best"],
+  ["Env steps", "steps"],
+  ["Started", "started"],
+  ["Duration", "duration"],
+  ["Tags", null],
+];
 
 export class ExperimentRow {
   readonly tr: HTMLTableRowElement;

@@ -1,0 +1,22 @@
+import { describe, expect, it } from "vitest";
+import type { Experiment } from "../src/api/types";
+import { compareRuns, viewFromQuery, viewToHash } from "../src/data/sortRuns";
+
+const run = (id: number, best: number | null, name = `run ${id}`) => ({ id, name, best_return: best, config: {}, tags: [] }) as unknown as Experiment;
+
+describe("runs table view", () => {
+  const runs = [run(1, 50), run(2, null), run(3, 200), run(4, 50)];
+
+  it("sorts either way, rows without a value last, ties newest first", () => {
+    expect([...runs].sort(compareRuns("best", "desc")).map((e) => e.id)).toEqual([3, 4, 1, 2]);
+    expect([...runs].sort(compareRuns("best", "asc")).map((e) => e.id)).toEqual([4, 1, 3, 2]);
+    expect([...runs].sort(compareRuns("id", "desc")).map((e) => e.id)).toEqual([4, 3, 2, 1]);
+  });
+
+  it("round-trips through the URL, defaults left out", () => {
+    const view = viewFromQuery(new URLSearchParams("status=running&tag=a&sort=best&dir=asc"));
+    expect(view).toEqual({ status: "running", tag: "a", name: "", sort: "best", dir: "asc" });
+    expect(viewToHash(view)).toBe("#/?status=running&tag=a&sort=best&dir=asc");
+    expect(viewToHash(viewFromQuery(new URLSearchParams("sort=bogus")))).toBe("#/");
+  });
+});

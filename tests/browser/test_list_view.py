@@ -1,0 +1,59 @@
+"""The experiments table sorts by a clicked column and keeps its sort and filters in the URL:
+a reload (or a shared link) shows the same view. Simulated jobs, no Ray."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.browser.helpers import dashboard_settings, new_page, wait_until
+from tests.browser.server import live_server
+from tests.browser.simulate import SimulatedJob
+from trainer.wire import API_PREFIX
+
+pytestmark = pytest.mark.browser
+
+
+def test_sort_and_filters_live_in_the_url(
+    browser: Any, frontend_dist: Path, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    errors: list[str] = []
+    context, page = new_page(browser, errors, viewport={"width": 1400, "height": 900})
+    with live_server(dashboard_settings(tmp_path, frontend_dist)) as server:
+        ids = {}
+        for name, seed in (("alpha", 1), ("bravo", 2), ("charlie", 3)):
+            body = {"name": name, "config": {"env_id": "CartPole-v1"}}
+            ids[name] = httpx.post(f"{server.url}{API_PREFIX}/experiments", json=body).json()["id"]
+            job = SimulatedJob(server, ids[name], seed=seed)
+            job.status("running", "started")
+            job.iterations(seed * 20)  # later ones learn longer: higher best returns
+
+        def names() -> list[str]:
+            return page.locator("table.experiments tbody td.name > a:first-child").all_inner_texts()
+
+        try:
+            page.goto(f"{server.url}/#/?sort=best&dir=asc")
+            wait_until(lambda: names() == ["alpha", "bravo", "charlie"], 15, "sorted by best, asc")
+            expect(page.locator('th[data-sort-key="best"]')).to_have_attribute(
+                "aria-sort", "ascending"
+            )
+            page.click('th[data-sort-key="name"] button')
+            wait_until(lambda: names() == ["charlie", "bravo", "alpha"], 15, "by name, desc")
+            assert page.url.endswith("#/?sort=name&dir=desc")
+            page.click('th[data-sort-key="name"] button')
+            wait_until(lambda: names() == ["alpha", "bravo", "charlie"], 15, "by name, asc")
+            page.fill('[name="name"]', "a")  # all three contain an a
+            page.fill('[name="name"]', "ar")
+            wait_until(lambda: names() == ["charlie"], 15, "the name filter")
+            assert page.url.endswith("#/?name=ar&sort=name&dir=asc")
+            page.reload()
+            wait_until(lambda: names() == ["charlie"], 15, "the same view after a reload")
+            expect(page.locator('[name="name"]')).to_have_value("ar")
+        finally:
+            context.close()
+    assert not errors, errors
