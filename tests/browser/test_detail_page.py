@@ -144,3 +144,27 @@ def test_metrics_export_downloads_every_point(served: Any, tmp_path: Path) -> No
     assert body["experiment_id"] == exp_id
     assert len(body["series"]["episode_return_mean"]["step"]) == 30
     assert not errors, errors
+
+
+def test_choose_charts_any_logged_metric_and_hide_defaults(served: Any) -> None:
+    from playwright.sync_api import expect
+
+    server, page, errors = served
+    exp_id = _experiment(server, "charted")
+    job = SimulatedJob(server, exp_id)
+    job.status("running", "started")
+    job.iterations(12)  # logs grad_norm and lr, which no default chart plots
+    page.goto(f"{server.url}/#/experiments/{exp_id}")
+    page.locator('[data-chart="Episode return"][data-points="12"]').wait_for()
+    page.click("[data-role=chart-picker] > summary")
+    picker = page.locator("[data-role=chart-picker]")
+    picker.locator('[data-metric="grad_norm"]').check()
+    picker.locator('[data-metric="chart:Policy loss"]').uncheck()
+    expect(page.locator('[data-chart="grad_norm"]')).to_have_attribute("data-points", "12")
+    expect(page.locator('[data-chart="Policy loss"]')).to_be_hidden()
+    job.iterations(3)  # live points reach the added chart too
+    expect(page.locator('[data-chart="grad_norm"]')).to_have_attribute("data-points", "15")
+    page.reload()  # the choice is kept in this browser
+    expect(page.locator('[data-chart="grad_norm"]')).to_have_attribute("data-points", "15")
+    expect(page.locator('[data-chart="Policy loss"]')).to_be_hidden()
+    assert not errors, errors

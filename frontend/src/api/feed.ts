@@ -96,6 +96,14 @@ export class ExperimentFeed {
     }
   }
 
+  /** The (downsampled) history of more series, for a chart added after the start. */
+  async loadHistory(names: string[]): Promise<void> {
+    const resp = await api.metrics(this.id, names, HISTORY_POINTS);
+    if (this.closed) return;
+    this.store.loadHistory(resp);
+    this.handlers.onMetrics?.(Object.keys(resp.series));
+  }
+
   /** Fetch [lo, hi] (env steps) at full resolution and merge it into the held series. */
   async zoom(lo: number, hi: number, names: string[]): Promise<void> {
     const resp = await api.metrics(this.id, names, HISTORY_POINTS, lo, hi);

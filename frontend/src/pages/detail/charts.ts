@@ -20,12 +20,40 @@ import { allMetricNames, CHARTS, type ChartDef } from "../chartDefs";
 interface View {
   def: ChartDef;
   chart: MetricChart;
+  /** A chart the user added (one metric), not one of CHARTS. */
+  extra?: boolean;
+}
+
+/** Which charts the user chose, kept in this browser for every experiment page. */
+interface ChartChoice {
+  hidden: string[];
+  extra: string[];
+}
+
+const CHOICE_KEY = "rollout.charts.v1";
+
+function loadChoice(): ChartChoice {
+  try {
+    const raw = JSON.parse(localStorage.getItem(CHOICE_KEY) ?? "{}") as Partial<ChartChoice>;
+    const strings = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : []);
+    return { hidden: strings(raw.hidden), extra: strings(raw.extra) };
+  } catch {
+    return { hidden: [], extra: [] };
+  }
+}
+
+function saveChoice(choice: ChartChoice): void {
+  try {
+    localStorage.setItem(CHOICE_KEY, JSON.stringify(choice));
+  } catch {
+    // storage full or off: the choice lasts for this page only
+  }
 }
 
 export class ChartsPanel {
   readonly root: HTMLElement;
   private readonly settings: ChartSettings = { xMode: "steps", smoothing: 0, log: false };
-  private readonly views: View[];
+  private readonly views: View[] = [];
   private readonly changed = new Set<string>();
   private lastZoom = "";
   private readonly flush = frameScheduler(() => this.redrawChanged());
@@ -51,8 +79,75 @@ export class ChartsPanel {
       el("button", { type: "button", class: "btn small secondary", "data-action": "export-json", title: "Every stored point of every series, as the API sends them", onclick: () => void this.exportAs("json") }, "JSON"),
     );
     controls.appendChild(exports);
-    this.root = el("section", { class: "panel" }, el("h2", {}, "Metrics"), controls, this.overlay.root, this.none, grid);
-    this.views = CHARTS.map((def) => ({ def, chart: this.makeChart(grid, def) }));
+    this.root = el("section", { class: "panel" }, el("h2", {}, "Metrics"), controls, this.picker, this.overlay.root, this.none, grid);
+    this.views.push(...CHARTS.map((def) => ({ def, chart: this.makeChart(grid, def) })));
+    for (const v of this.views) v.chart.root.hidden = this.choice.hidden.includes(v.def.title);
+    for (const name of this.choice.extra) this.addExtra(name, false);
+    this.picker.addEventListener("toggle", () => {
+      if (this.picker.open) void this.fillPicker();
+    });
+  }
+
+  // --- which charts: the default ones (each can be hidden) and any other logged metric -------
+  private readonly choice = loadChoice();
+  private readonly picker = el("details", { class: "chart-picker", "data-role": "chart-picker" }, el("summary", {}, "Choose charts"), el("div", { class: "picker-body" }));
+
+  /** Every default chart and every logged metric the defaults leave out, as checkboxes. */
+  private async fillPicker(): Promise<void> {
+    const body = this.picker.querySelector(".picker-body") as HTMLElement;
+    let logged: string[] = this.feed.store.names();
+    try {
+      logged = (await api.metricNames(this.feed.id)).names;
+    } catch (e) {
+      this.onError(e);
+    }
+    const plotted = new Set(allMetricNames());
+    const others = [...new Set([...logged, ...this.choice.extra])].filter((n) => !plotted.has(n) && n !== WALL_TIME).sort();
+    const box = (name: string, label: string, checked: boolean, onChange: (on: boolean) => void) => {
+      const input = el("input", { type: "checkbox", name, "data-metric": name });
+      input.checked = checked;
+      input.addEventListener("change", () => onChange(input.checked));
+      return el("label", {}, input, ` ${label}`);
+    };
+    body.replaceChildren(
+      el("div", { class: "picker-group" }, el("strong", {}, "Charts"), ...this.views.filter((v) => !v.extra).map((v) => box(`chart:${v.def.title}`, v.def.title, !v.chart.root.hidden, (on) => this.showDefault(v, on)))),
+      el("div", { class: "picker-group" }, el("strong", {}, "Other metrics"), others.length ? others.map((n) => box(n, n, this.choice.extra.includes(n), (on) => (on ? this.addExtra(n, true) : this.removeExtra(n)))) : el("span", { class: "muted" }, "none logged")),
+    );
+  }
+
+  private showDefault(v: View, on: boolean): void {
+    v.chart.root.hidden = !on;
+    this.choice.hidden = on ? this.choice.hidden.filter((t) => t !== v.def.title) : [...new Set([...this.choice.hidden, v.def.title])];
+    saveChoice(this.choice);
+    if (on) this.redraw(v);
+  }
+
+  /** A chart of one more metric; its history is fetched, live points arrive with the rest. */
+  private addExtra(name: string, save: boolean): void {
+    if (this.views.some((v) => v.extra && v.def.lines[0].name === name)) return;
+    const def: ChartDef = { title: name, lines: [{ name, label: name }] };
+    const view: View = { def, chart: this.makeChart(this.grid, def), extra: true };
+    this.views.push(view);
+    if (save) {
+      this.choice.extra = [...new Set([...this.choice.extra, name])];
+      saveChoice(this.choice);
+    }
+    this.feed
+      .loadHistory([name])
+      .then(() => this.redraw(view))
+      .catch(this.onError);
+  }
+
+  private removeExtra(name: string): void {
+    const i = this.views.findIndex((v) => v.extra && v.def.lines[0].name === name);
+    if (i >= 0) this.views.splice(i, 1)[0].chart.destroy();
+    this.choice.extra = this.choice.extra.filter((n) => n !== name);
+    saveChoice(this.choice);
+  }
+
+  /** Every series some shown chart plots, and wall time. */
+  private plottedNames(): string[] {
+    return [...new Set([WALL_TIME, ...this.views.flatMap((v) => v.def.lines.map((l) => l.name))])];
   }
 
   /** The chart the reference curves go on: the one that plots their metric. */
@@ -114,12 +209,12 @@ export class ChartsPanel {
   }
 
   private redrawAll(): void {
-    for (const v of this.views) this.redraw(v);
+    for (const v of this.views) if (!v.chart.root.hidden) this.redraw(v);
   }
 
   private redrawChanged(): void {
     const all = this.changed.has(WALL_TIME) && this.settings.xMode === "time";
-    for (const v of this.views) if (all || v.def.lines.some((l) => this.changed.has(l.name))) this.redraw(v);
+    for (const v of this.views) if (!v.chart.root.hidden && (all || v.def.lines.some((l) => this.changed.has(l.name)))) this.redraw(v);
     this.changed.clear();
   }
 
@@ -143,7 +238,7 @@ export class ChartsPanel {
     if (key === this.lastZoom) return; // the same drag, reported by another synced chart
     this.lastZoom = key;
     try {
-      await this.feed.zoom(stepMin, stepMax, allMetricNames());
+      await this.feed.zoom(stepMin, stepMax, this.plottedNames());
     } catch (e) {
       this.onError(e);
     }
