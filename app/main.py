@@ -86,8 +86,7 @@ def create_app(settings: Settings | None = None, *, server_gc: bool = False) -> 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        settings.checkpoints_dir.mkdir(parents=True, exist_ok=True)
+        settings.prepare_data_dir()
         engine = make_engine(settings.resolved_database_url)
         await asyncio.to_thread(migrate, engine)
         hub = LiveHub()

@@ -41,6 +41,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "--token) or listen on 127.0.0.1.",
             code=2,
         )
+    _guard_secrets(settings, is_loopback(settings.host))
     _refuse_a_shared_head(settings)
     if settings.host in ("0.0.0.0", "::") and not settings.allowed_hosts:
         print(
@@ -59,6 +60,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=10,
     )
     return 0
+
+
+MIN_API_TOKEN_LENGTH = 16
+
+
+def _guard_secrets(settings: Any, loopback: bool) -> None:
+    """Refuse an API token nobody can present (blank) or guess in minutes (short, off
+    loopback), then make this process non-dumpable: jobs of the same OS user cannot read its
+    /proc/<pid>/environ (the token, the database URL) then (docs/operations.md, Isolation)."""
+    from app.jobs.ray_head import make_undumpable
+
+    token = settings.api_token_value
+    if token is not None and not token.strip():
+        raise CliError("ROLLOUT_API_TOKEN is blank; set a real token or unset it", code=2)
+    if token is not None and not loopback and len(token.strip()) < MIN_API_TOKEN_LENGTH:
+        raise CliError(
+            f"refusing to listen on {settings.host} with an API token of {len(token.strip())} "
+            f"characters: use at least {MIN_API_TOKEN_LENGTH} (e.g. `python -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))'`)",
+            code=2,
+        )
+    make_undumpable()
 
 
 def log_config(*, access_log_jobs: bool) -> dict[str, Any]:

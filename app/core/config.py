@@ -6,6 +6,7 @@ isolated apps (each with its own data dir and database) as they like.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -149,6 +150,20 @@ class Settings(BaseSettings):
         if ":" in host:
             host = f"[{host}]"
         return f"http://{host}:{self.port}"
+
+    def prepare_data_dir(self) -> None:
+        """Create the data dir private to the service's OS user (0700: Ray makes its session
+        and log dirs inside mode 0777 every time a worker starts, and the checkpoints and the
+        SQLite file are nobody else's business) and the default SQLite file 0600."""
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.checkpoints_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        database = None if self.database_url else self.data_dir / "rollout.db"
+        if database is not None:
+            database.touch(mode=0o600, exist_ok=True)
+        for path, mode in ((self.data_dir, 0o700), (database, 0o600)):
+            with contextlib.suppress(PermissionError):  # not ours to change (a shared mount)
+                if path is not None:
+                    path.chmod(mode)
 
     @property
     def api_token_value(self) -> str | None:

@@ -9,7 +9,9 @@ it by its own process id.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -19,6 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -31,20 +34,67 @@ RAY_ENV = {
 }
 
 
-# The service's own settings and credentials never reach Ray: every worker and job driver of a
-# local head inherits the head's environment, and jobs import user code (custom env modules).
-SECRET_PREFIXES = ("ROLLOUT_",)
-SECRET_NAMES = frozenset({"PGPASSWORD", "PGPASSFILE", "PGSERVICEFILE", "DATABASE_URL"})
+# What a local head (so every Ray worker and job driver it starts, where user code runs) may
+# inherit of the service's environment: an allowlist, not a denylist, so a credential the
+# operator keeps in the service's environment for something else (AWS_SECRET_ACCESS_KEY, a
+# cloud token) never reaches a job. Only what Python, Ray, torch and the envs read.
+CLUSTER_ENV_NAMES = frozenset(
+    {
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR",
+        "PYTHONPATH", "PYTHONHOME", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE",
+        "PYTHONHASHSEED", "PYTHONWARNINGS", "VIRTUAL_ENV", "LD_LIBRARY_PATH",
+        "XDG_CACHE_HOME", "XDG_RUNTIME_DIR", "MUJOCO_GL", "PYOPENGL_PLATFORM",
+        "SDL_VIDEODRIVER", "SDL_AUDIODRIVER", "DISPLAY",
+        # The job's own tuning knob (trainer/job.py), not a service setting.
+        "ROLLOUT_REPORTER_PATIENCE_S",
+    }
+)  # fmt: skip
+# Families of settings: Ray's own (auth mode, ports, logging), locale, and the compute
+# libraries' (CUDA device selection, thread counts, NCCL/gloo transport, torch).
+CLUSTER_ENV_PREFIXES = (
+    "RAY_", "LC_", "CUDA_", "NVIDIA_", "NCCL_", "GLOO_", "OMP_", "MKL_", "KMP_", "OPENBLAS_",
+    "TORCH_", "TORCHINDUCTOR_", "MUJOCO_",
+)  # fmt: skip
 
 
 def cluster_environ(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """`environ` (default: this process's) without the service's settings and secrets."""
+    """The part of `environ` (default: this process's) a local Ray head may inherit."""
     source = dict(os.environ if environ is None else environ)
     return {
         key: value
         for key, value in source.items()
-        if not key.startswith(SECRET_PREFIXES) and key not in SECRET_NAMES
+        if key in CLUSTER_ENV_NAMES or key.startswith(CLUSTER_ENV_PREFIXES)
     }
+
+
+# Linux prctl(2) options and capability(7) numbers.
+PR_SET_DUMPABLE = 4
+PR_CAPBSET_DROP = 24
+# CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_PERFMON: each lets root read the /proc/<pid>/environ of
+# a non-dumpable process (ptrace_may_access, PTRACE_MODE_READ; checked one by one on Linux 6.18).
+INTROSPECTION_CAPS = (19, 21, 38)
+# Run before `ray start` when the service runs as root: the head and everything it starts
+# (job drivers, user code) lose those capabilities for good, so they cannot read the API's
+# environment once it is non-dumpable (`make_undumpable`).
+_DROP_PTRACE = (
+    "import ctypes, os, sys; libc = ctypes.CDLL(None); "
+    f"[libc.prctl({PR_CAPBSET_DROP}, cap, 0, 0, 0) for cap in {INTROSPECTION_CAPS}]; "
+    "os.execvp(sys.argv[1], sys.argv[1:])"
+)
+
+
+def make_undumpable() -> bool:
+    """Mark this process non-dumpable (Linux): other processes of the same OS user, such as
+    the Ray jobs a local head runs (user code), can no longer read its /proc/<pid>/environ
+    (ROLLOUT_API_TOKEN, ROLLOUT_DATABASE_URL) or memory, nor ptrace it. Children are not
+    affected (execve resets it). False where the platform has no prctl."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def free_ports(count: int) -> list[int]:
@@ -145,6 +195,10 @@ class LocalRayHead:
     # Loopback keeps the cluster on this machine alone. Other nodes can only join a head on an
     # address they can reach (Ray rewrites a loopback --address to the machine's own IP).
     node_ip: str = "127.0.0.1"
+    # The OS user the head, so every Ray worker and job driver (user code), runs as: another
+    # user than the service's cannot read the service's /proc/<pid>/environ or its database
+    # (docs/operations.md, "Isolation"). Needs the right to switch users (root, CAP_SETUID).
+    user: str | None = None
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     pid: int | None = field(default=None, init=False)
     started: int = field(default=0, init=False)
@@ -224,14 +278,49 @@ class LocalRayHead:
         }
         if self.node_ip != "127.0.0.1":
             env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "1"  # "0" refuses other nodes
+        as_user = self._as_user(env)
+        if not as_user and sys.platform.startswith("linux") and os.geteuid() == 0:
+            cmd = [sys.executable, "-c", _DROP_PTRACE, *cmd]
         log = open(self.temp_dir / "head.log", "wb")  # noqa: SIM115 - lives as long as the head
         self.process = subprocess.Popen(
-            cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            cmd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=self.temp_dir if self.user else None,
+            **as_user,
         )
         self.pid = self.process.pid
         self.started = proc_start_time(self.pid) or 0
         self.address = f"{self.node_ip}:{gcs}"
         self.dashboard_url = f"http://127.0.0.1:{dash}"
+
+    def _as_user(self, env: dict[str, str]) -> dict[str, Any]:
+        """Popen's arguments (and `env`'s names) that start the head as `self.user`."""
+        if self.user is None:
+            return {}
+        entry = pwd.getpwnam(self.user)
+        home = Path(entry.pw_dir)
+        if not home.is_dir():
+            home = self.temp_dir / "home"
+            home.mkdir(mode=0o700, exist_ok=True)
+            os.chown(home, entry.pw_uid, entry.pw_gid)
+        os.chown(self.temp_dir, entry.pw_uid, entry.pw_gid)
+        env.update(HOME=str(home), USER=self.user, LOGNAME=self.user)
+        return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+
+    def restrict_temp_dir(self) -> None:
+        """Ray makes its temp, session and log dirs mode 0777 (so that several users may share
+        one /tmp/ray); ours is private: owner only (group read for logs at most)."""
+        if self.temp_dir is None:
+            return
+        with contextlib.suppress(OSError):
+            self.temp_dir.chmod(0o700)
+        for path in self.temp_dir.glob("session_*/**"):
+            with contextlib.suppress(OSError):
+                if path.is_dir() and not path.is_symlink() and path.stat().st_mode & 0o007:
+                    path.chmod(0o750)
 
     def answers(self, timeout_s: float = 2.0) -> bool:
         """The head's dashboard (the Jobs API) answers."""
@@ -247,6 +336,7 @@ class LocalRayHead:
             if not self.running:
                 raise RuntimeError(f"Ray head exited early; see {self.temp_dir}/head.log")
             if self.answers():
+                self.restrict_temp_dir()
                 return
             time.sleep(0.5)
         raise TimeoutError(f"Ray head not ready in {timeout_s}s; see {self.temp_dir}")
