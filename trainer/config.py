@@ -37,6 +37,7 @@ MAX_ENV_STEPS = 2**53
 MAX_WALL_SECONDS = 10 * 365 * 24 * 3600.0  # ten years
 MAX_SEED = 2**31 - 1  # torch, numpy and gymnasium all take it; the evaluation seed's range
 MAX_CPUS_PER_ACTOR = 1024.0  # more than any one machine has
+MIN_CPUS_PER_ENV_RUNNER = 0.1
 MAX_GPUS_PER_LEARNER = 16.0  # more than any one node has (8 is usual)
 # env_config is free-form JSON handed to gymnasium.make: bounded in depth so that nothing
 # recursive (the database's JSON, pydantic, the trainer) ever meets a pathological value.
@@ -194,9 +195,11 @@ class PPOConfig(_Frozen):
     )
     num_cpus_per_env_runner: float = Field(
         default=1.0,
-        gt=0,
+        # At most 10 EnvRunners per core: each is a Python process with torch (~300 MB), so a
+        # smaller share only packs more of them into a CPU budget (0.01: 256 on 2 cores).
+        ge=MIN_CPUS_PER_ENV_RUNNER,
         le=MAX_CPUS_PER_ACTOR,
-        description="CPUs Ray reserves for each EnvRunner actor.",
+        description="CPUs Ray reserves for each EnvRunner actor (at least 0.1).",
     )
     num_cpus_per_learner: float = Field(
         default=1.0,
@@ -347,6 +350,15 @@ class PPOConfig(_Frozen):
         le=1000,
         description="Most recent checkpoints kept (the best is always kept).",
     )
+
+    @field_validator("env_id")
+    @classmethod
+    def _no_nul(cls, value: str) -> str:
+        # gymnasium / importlib fail on it only inside the job, and PostgreSQL text cannot
+        # hold it: refuse it with the other invalid fields (422).
+        if "\x00" in value:
+            raise ValueError("env_id must not contain NUL (\\u0000) characters")
+        return value
 
     @field_validator("env_config")
     @classmethod

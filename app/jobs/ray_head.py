@@ -310,18 +310,6 @@ class LocalRayHead:
         env.update(HOME=str(home), USER=self.user, LOGNAME=self.user)
         return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
 
-    def restrict_temp_dir(self) -> None:
-        """Ray makes its temp, session and log dirs mode 0777 (so that several users may share
-        one /tmp/ray); ours is private: owner only (group read for logs at most)."""
-        if self.temp_dir is None:
-            return
-        with contextlib.suppress(OSError):
-            self.temp_dir.chmod(0o700)
-        for path in self.temp_dir.glob("session_*/**"):
-            with contextlib.suppress(OSError):
-                if path.is_dir() and not path.is_symlink() and path.stat().st_mode & 0o007:
-                    path.chmod(0o750)
-
     def answers(self, timeout_s: float = 2.0) -> bool:
         """The head's dashboard (the Jobs API) answers."""
         with contextlib.suppress(httpx.HTTPError):
@@ -336,7 +324,6 @@ class LocalRayHead:
             if not self.running:
                 raise RuntimeError(f"Ray head exited early; see {self.temp_dir}/head.log")
             if self.answers():
-                self.restrict_temp_dir()
                 return
             time.sleep(0.5)
         raise TimeoutError(f"Ray head not ready in {timeout_s}s; see {self.temp_dir}")
