@@ -216,6 +216,25 @@ class RolloutClient:
             ExperimentDetail, "POST", f"/experiments/{experiment_id}/fork", json=body
         )
 
+    def update(
+        self,
+        experiment_id: int,
+        *,
+        name: str | None = None,
+        tags: Iterable[str] | None = None,
+        notes: str | None = None,
+    ) -> ExperimentDetail:
+        """Rename, retag (replaces the tags) or annotate (notes, markdown; "" clears them) an
+        experiment; what is left None stays as it is."""
+        body: dict[str, Any] = {}
+        if name is not None:
+            body["name"] = name
+        if tags is not None:
+            body["tags"] = list(tags)
+        if notes is not None:
+            body["notes"] = notes
+        return self._model(ExperimentDetail, "PATCH", f"/experiments/{experiment_id}", json=body)
+
     def delete(self, experiment_id: int) -> None:
         """Finished experiments only (409 otherwise): its metrics, checkpoints, videos go too."""
         self.request("DELETE", f"/experiments/{experiment_id}")

@@ -69,6 +69,9 @@ def _summary(e: ExperimentPublic) -> list[str]:
         lines.append(f"parent      {e.parent_id}")
     if e.error:
         lines.append(f"error       {e.error}")
+    if e.notes:
+        lines.append("notes")
+        lines.extend(f"  {line}" for line in e.notes.splitlines())
     return lines
 
 
@@ -112,6 +115,24 @@ def cmd_fork(args: argparse.Namespace, client: RolloutClient) -> int:
     overrides: dict[str, Any] = read_config(args.config) if args.config else {}
     overrides = deep_merge(overrides, parse_assignments(args.set or []))
     print(client.fork(args.id, overrides, name=args.name, tags=args.tag).id)
+    return 0
+
+
+def cmd_edit(args: argparse.Namespace, client: RolloutClient) -> int:
+    """Rename, retag (--tag replaces every tag; --no-tags drops them) or annotate."""
+    if args.notes is not None and args.notes_file is not None:
+        raise CliError("--notes and --notes-file exclude each other")
+    notes = args.notes
+    if args.notes_file is not None:
+        try:
+            notes = Path(args.notes_file).read_text()
+        except OSError as exc:
+            raise CliError(f"cannot read {args.notes_file}: {exc.strerror}") from None
+    tags = [] if args.no_tags else args.tag
+    if args.name is None and tags is None and notes is None:
+        raise CliError("nothing to change: give --name, --tag, --no-tags, --notes or --notes-file")
+    exp = client.update(args.id, name=args.name, tags=tags, notes=notes)
+    print(f"experiment {exp.id}: {exp.name}" + (f"  [{', '.join(exp.tags)}]" if exp.tags else ""))
     return 0
 
 
@@ -211,6 +232,14 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
     watch = add("watch", cmd_watch, "follow an experiment live")
     watch.add_argument("id", type=int)
+
+    edit = add("edit", cmd_edit, "rename, retag or annotate an experiment")
+    edit.add_argument("id", type=int)
+    edit.add_argument("--name")
+    edit.add_argument("--tag", action="append", help="replaces every tag (repeat for more)")
+    edit.add_argument("--no-tags", action="store_true", help="remove every tag")
+    edit.add_argument("--notes", help='notes (markdown); "" clears them')
+    edit.add_argument("--notes-file", help="notes from a file")
 
     logs = add("logs", cmd_logs, "the tail of an experiment's log")
     logs.add_argument("id", type=int)

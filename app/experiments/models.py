@@ -64,6 +64,8 @@ class Experiment(Base):
     )
     sweep_group: Mapped[int | None] = mapped_column(Integer)
     sweep_point: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # The user's own notes about the run (markdown), edited with PATCH like its name and tags.
+    notes: Mapped[str | None] = mapped_column(Text)
 
     tags: Mapped[list[ExperimentTag]] = relationship(
         cascade="all, delete-orphan",

@@ -66,4 +66,5 @@ def to_public(exp: Experiment) -> ExperimentPublic:
         resume_from_checkpoint_id=exp.resume_from_checkpoint_id,
         sweep_id=exp.sweep_id,
         sweep_group=exp.sweep_group,
+        notes=exp.notes,
     )

@@ -31,6 +31,7 @@ from app.experiments.schemas import (
     ExperimentPage,
     ExperimentPublic,
     ExperimentResume,
+    ExperimentUpdate,
     JobExperiment,
     LogsPublic,
 )
@@ -133,6 +134,16 @@ async def stop_experiment(
     if jobs is not None and exp.status == ExperimentStatus.stopping:
         await jobs.request_stop(experiment_id)
     return exp
+
+
+@router.patch("/{experiment_id}", response_model=ExperimentDetail)
+def update_experiment(
+    experiment_id: ExperimentId, body: ExperimentUpdate, session: SessionDep
+) -> ExperimentDetail:
+    """Rename, retag or annotate (notes, markdown) an experiment, whatever its status."""
+    detail = _detail(session, service.update(session, experiment_id, body))
+    session.commit()
+    return detail
 
 
 @router.delete("/{experiment_id}", status_code=status.HTTP_204_NO_CONTENT)

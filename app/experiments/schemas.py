@@ -51,6 +51,22 @@ class ExperimentFork(BaseModel):
     tags: Tags | None = Field(default=None, description="Replace the source's tags; null: keep.")
 
 
+MAX_NOTES_CHARS = 20_000
+
+
+class ExperimentUpdate(BaseModel):
+    """What a user may change on an experiment at any time: its name, tags and notes. Omitted
+    fields stay as they are; `notes: null` (or "") clears the notes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: NoNulStr | None = Field(default=None, min_length=1, max_length=200)
+    tags: Tags | None = Field(default=None, description="Replace the tags.")
+    notes: NoNulStr | None = Field(
+        default=None, max_length=MAX_NOTES_CHARS, description="Markdown; shown on its page."
+    )
+
+
 class ExperimentResume(BaseModel):
     """What a resumed run may change: its stop criteria (a run that met its env-step budget
     trains on only under a larger one)."""
@@ -93,6 +109,7 @@ class ExperimentPublic(BaseModel):
     sweep_group: int | None = Field(
         default=None, description="Its seed group in the sweep (same config but the seed)."
     )
+    notes: str | None = Field(default=None, description="The user's notes (markdown).")
 
 
 class ExperimentDetail(ExperimentPublic):

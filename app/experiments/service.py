@@ -25,7 +25,12 @@ from app.core.params import MAX_ID
 from app.experiments.lifecycle import ExperimentStatus, can_transition
 from app.experiments.models import Experiment, ExperimentEvent, ExperimentTag, LogLine
 from app.experiments.progress import to_public
-from app.experiments.schemas import ExperimentCreate, ExperimentFork, ExperimentResume
+from app.experiments.schemas import (
+    ExperimentCreate,
+    ExperimentFork,
+    ExperimentResume,
+    ExperimentUpdate,
+)
 from app.live.topics import ALL_EXPERIMENTS, experiment_topic
 from app.presets import service as presets
 from trainer.config import PPOConfig
@@ -469,6 +474,30 @@ def resume(
         reason=f"resumed from checkpoint {checkpoint.id} (iteration {checkpoint.iteration}) "
         f"of experiment {source.id}",
     )
+
+
+def update(session: Session, experiment_id: int, request: ExperimentUpdate) -> Experiment:
+    """Rename, retag or annotate an experiment (any status); list pages hear of it."""
+    exp = get(session, experiment_id, lock=True)
+    given = request.model_fields_set
+    if "name" in given:
+        if request.name is None:
+            raise InvalidInput(
+                "invalid experiment", fields=[{"field": "name", "message": "cannot be null"}]
+            )
+        exp.name = request.name
+    if "tags" in given:
+        wanted = request.tags or []
+        exp.tags = [t for t in exp.tags if t.tag in wanted] + [
+            ExperimentTag(tag=t) for t in wanted if t not in exp.tag_names
+        ]
+    if "notes" in given:
+        exp.notes = request.notes or None
+    exp.updated_at = utcnow()
+    session.flush()
+    session.refresh(exp, ["tags"])
+    announce(session, exp)
+    return exp
 
 
 def fork(session: Session, experiment_id: int, request: ExperimentFork) -> Experiment:
