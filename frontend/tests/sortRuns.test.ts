@@ -20,3 +20,13 @@ describe("runs table view", () => {
     expect(viewToHash(viewFromQuery(new URLSearchParams("sort=bogus")))).toBe("#/");
   });
 });
+
+describe("notes in a table cell", () => {
+  it("is the first line of text, its markdown marks left out", async () => {
+    const { notesLine } = await import("../src/ui/experimentRow");
+    expect(notesLine("## Why\n\nmore")).toBe("Why");
+    expect(notesLine("\n- **lr** too high, see [SB3](https://x)")).toBe("lr too high, see SB3");
+    expect(notesLine(null)).toBe("");
+    expect(notesLine("x".repeat(100))).toHaveLength(80);
+  });
+});

@@ -168,3 +168,39 @@ def test_choose_charts_any_logged_metric_and_hide_defaults(served: Any) -> None:
     expect(page.locator('[data-chart="grad_norm"]')).to_have_attribute("data-points", "15")
     expect(page.locator('[data-chart="Policy loss"]')).to_be_hidden()
     assert not errors, errors
+
+
+def test_rename_retag_and_notes_shown_on_the_page_the_list_and_compare(served: Any) -> None:
+    from playwright.sync_api import expect
+
+    server, page, errors = served
+    first, second = _experiment(server, "first name"), _experiment(server, "other")
+    page.goto(f"{server.url}/#/experiments/{first}")
+    page.click("[data-action=edit]")
+    form = page.locator("[data-role=edit-form]")
+    expect(form.locator('[name="edit.name"]')).to_have_value("first name")
+    form.locator('[name="edit.name"]').fill("lr probe")
+    form.locator('[name="edit.tags"]').fill("probe, lr")
+    notes = "## Why\n\nlr **3e-3** diverged, see [SB3](https://example.org/sb3)\n\n- try 3e-4\n"
+    notes += "<img src=x onerror=alert(1)>"
+    form.locator('[name="edit.notes"]').fill(notes)
+    page.click("[data-action=save-edit]")
+    expect(page.locator(".title-line h1")).to_have_text("lr probe")
+    shown = page.locator("[data-role=notes]")
+    expect(shown.locator("h4")).to_have_text("Why")
+    expect(shown.locator("strong")).to_have_text("3e-3")
+    expect(shown.locator("a")).to_have_attribute("href", "https://example.org/sb3")
+    expect(shown.locator("li")).to_have_text("try 3e-4")
+    expect(shown.locator("img")).to_have_count(0)  # markup in a note is text, never HTML
+    expect(shown).to_contain_text("<img src=x")
+    saved = httpx.get(f"{server.url}{API_PREFIX}/experiments/{first}").json()
+    assert saved["tags"] == ["lr", "probe"] and saved["notes"] == notes.strip()
+
+    page.goto(f"{server.url}/#/")
+    row = page.locator(f'tr[data-id="{first}"]')
+    expect(row.locator(".row-notes")).to_have_text("Why")
+    expect(row.locator("td.tags")).to_have_text("lr, probe")
+    page.goto(f"{server.url}/#/compare?ids={first},{second}")
+    expect(page.locator(f'.legend li[data-id="{first}"] [data-role=notes]')).to_have_text("Why")
+    expect(page.locator(f'.legend li[data-id="{second}"] [data-role=notes]')).to_have_count(0)
+    assert not errors, errors

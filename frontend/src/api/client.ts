@@ -104,6 +104,9 @@ export const api = {
     request<Experiment>("POST", "/experiments", { name, config, tags }),
   resolvePreset: (config: PPOConfig) => request<ResolvedConfig>("POST", "/presets/resolve", { config }),
   stop: (id: number) => request<Experiment>("POST", `/experiments/${id}/stop`),
+  /** Rename, retag (replaces the tags) or annotate; fields left out stay as they are. */
+  update: (id: number, patch: { name?: string; tags?: string[]; notes?: string | null }) =>
+    request<Experiment>("PATCH", `/experiments/${id}`, patch),
   remove: (id: number) => request<void>("DELETE", `/experiments/${id}`),
   events: (id: number) => request<ExperimentEvent[]>("GET", `/experiments/${id}/events`),
   checkpoints: (id: number) => request<Checkpoint[]>("GET", `/experiments/${id}/checkpoints`),

@@ -64,6 +64,8 @@ export interface Experiment {
   ray_job_id?: string | null;
   parent_id?: number | null;
   resume_from_checkpoint_id?: number | null;
+  /** The user's notes (markdown). */
+  notes?: string | null;
   /** The sweep it is a member of, and its seed group there. */
   sweep_id?: number | null;
   sweep_group?: number | null;

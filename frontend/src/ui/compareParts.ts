@@ -3,6 +3,7 @@
 import type { Experiment } from "../api/types";
 import { diffConfigs } from "../data/configDiff";
 import { el } from "./dom";
+import { notesLine } from "./experimentRow";
 import { statusBadge } from "./status";
 
 export interface Compared {
@@ -32,6 +33,7 @@ export function legendItem(c: Compared): { li: HTMLElement; badge: HTMLElement }
     " ",
     badge,
     el("span", { class: "muted" }, ` ${String(c.exp.config?.env_id ?? "")}`),
+    c.exp.notes ? el("div", { class: "legend-notes muted", "data-role": "notes", title: c.exp.notes }, notesLine(c.exp.notes)) : null,
   );
   return { li, badge };
 }

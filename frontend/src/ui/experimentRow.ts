@@ -27,7 +27,7 @@ export class ExperimentRow {
   readonly check: HTMLInputElement;
   private readonly badge: HTMLElement;
   private readonly bar: HTMLElement;
-  private readonly cells: Record<"name" | "ret" | "best" | "steps" | "started" | "duration" | "tags", HTMLElement>;
+  private readonly cells: Record<"name" | "notes" | "ret" | "best" | "steps" | "started" | "duration" | "tags", HTMLElement>;
 
   constructor(
     public exp: Experiment,
@@ -39,6 +39,7 @@ export class ExperimentRow {
     this.check.addEventListener("change", () => onSelect(exp.id, this.check.checked));
     this.cells = {
       name: el("a", { href: `#/experiments/${exp.id}` }),
+      notes: el("div", { class: "row-notes muted" }),
       ret: el("td", { class: "num" }),
       best: el("td", { class: "num" }),
       steps: el("td", { class: "num" }),
@@ -53,7 +54,7 @@ export class ExperimentRow {
       "tr",
       { "data-id": exp.id },
       el("td", {}, this.check),
-      el("td", { class: "name" }, c.name, exp.sweep_id ? [" ", el("a", { class: "sweep-link muted", href: `#/sweeps/${exp.sweep_id}`, title: "Member of a sweep" }, `sweep ${exp.sweep_id}`)] : null),
+      el("td", { class: "name" }, c.name, exp.sweep_id ? [" ", el("a", { class: "sweep-link muted", href: `#/sweeps/${exp.sweep_id}`, title: "Member of a sweep" }, `sweep ${exp.sweep_id}`)] : null, c.notes),
       el("td", {}, String(exp.config?.env_id ?? "–")),
       el("td", {}, this.badge),
       el("td", { class: "progress-cell" }, this.bar),
@@ -68,6 +69,8 @@ export class ExperimentRow {
     updateBadge(this.badge, e.status);
     updateProgress(this.bar, e, now);
     setText(this.cells.name, e.name);
+    setText(this.cells.notes, notesLine(e.notes));
+    this.cells.notes.title = e.notes ?? "";
     setText(this.cells.ret, fmtNumber(e.episode_return_mean));
     setText(this.cells.best, fmtNumber(e.best_return));
     setText(this.cells.steps, fmtSteps(e.env_steps));
@@ -76,4 +79,11 @@ export class ExperimentRow {
     setText(this.cells.tags, e.tags.join(", "));
     this.tr.dataset.status = e.status;
   }
+}
+
+/** A note's first line of text, for a table cell (its markdown marks left out). */
+export function notesLine(notes: string | null | undefined): string {
+  const line = (notes ?? "").split("\n").map((l) => l.replace(/^\s*(#+|[-*]|\d+\.)\s+/, "").trim()).find(Boolean) ?? "";
+  const plain = line.replace(/[*`]/g, "").replace(/\[([^\]]+)\]\([^)]*\)/g, "$1");
+  return plain.length > 80 ? `${plain.slice(0, 79)}…` : plain;
 }

@@ -1,5 +1,5 @@
 /** The experiment's buttons: Stop while it runs; Resume, Delete once finished; Fork and Sweep
- * (a sweep with this config as its base) always.
+ * (a sweep with this config as its base) and Edit (name, tags, notes) always.
  *
  * Resume opens a small form with the run's stop criteria, so a run that met its budget can
  * train longer (env steps count on from the checkpoint; seconds are the new run's). */
@@ -10,6 +10,7 @@ import { fmtSteps } from "../../data/format";
 import { clear, el } from "../../ui/dom";
 
 export interface ActionHandlers {
+  edit: () => void;
   stop: () => void;
   resume: (stop: StopCriteria) => void;
   remove: () => void;
@@ -57,14 +58,15 @@ export function renderActions(box: HTMLElement, e: Experiment, canResume: boolea
         "Delete",
       ),
     );
-    box.append(...copies(e), form);
+    box.append(...copies(e, on), form);
     return;
   }
-  box.append(...copies(e));
+  box.append(...copies(e, on));
 }
 
-function copies(e: Experiment): HTMLElement[] {
+function copies(e: Experiment, on: ActionHandlers): HTMLElement[] {
   return [
+    el("button", { type: "button", class: "btn secondary", "data-action": "edit", title: "Rename, retag, write notes", onclick: on.edit }, "Edit"),
     el("a", { class: "btn secondary", href: `#/new?from=${e.id}`, title: "A new experiment with this config, edited first" }, "Fork"),
     el("a", { class: "btn secondary", href: `#/sweeps?from=${e.id}`, "data-action": "sweep-from", title: "A grid x seeds sweep with this config as its base" }, "Sweep…"),
   ];

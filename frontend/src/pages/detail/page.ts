@@ -15,6 +15,7 @@ import { allMetricNames } from "../chartDefs";
 import { renderActions, setResumable } from "./actions";
 import { ChartsPanel } from "./charts";
 import { CheckpointsPanel } from "./checkpoints";
+import { EditPanel, renderNotes } from "./editor";
 import { EvaluationsPanel } from "./evaluations";
 import { LogView } from "./logView";
 import { metaLine, renderFailure, renderStats, renderTimeline } from "./sections";
@@ -34,6 +35,7 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
   const actions = el("div", { class: "actions" });
   const bar = progressBar();
   const stats = el("dl", { class: "stats" });
+  const notesBox = el("div", { class: "notes", "data-role": "notes", hidden: true });
   const failure = el("section", { class: "panel failure", hidden: true });
   const notice = el("p", { class: "error-box", hidden: true });
   const timeline = el("ol", { class: "timeline" });
@@ -48,6 +50,7 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
     }
   }
 
+  const editor = new EditPanel(id, (e) => applyExperiment(e), showNotice);
   const evaluations = new EvaluationsPanel(id, showNotice);
   const checkpoints = new CheckpointsPanel(id, showNotice, (c) => evaluations.openForm(c));
   const key = {};
@@ -73,7 +76,7 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
     el(
       "div",
       { class: "detail" },
-      el("section", { class: "panel" }, el("div", { class: "page-head" }, el("div", { class: "title-line" }, title, badge), actions), meta, bar, stats, notice),
+      el("section", { class: "panel" }, el("div", { class: "page-head" }, el("div", { class: "title-line" }, title, badge), actions), editor.root, meta, bar, stats, notesBox, notice),
       failure,
       charts.root,
       el("div", { class: "two-col" }, el("section", { class: "panel" }, el("h2", {}, "Status timeline"), timeline), checkpoints.root),
@@ -94,6 +97,7 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
   }
 
   const handlers = {
+    edit: () => exp && editor.toggle(exp),
     stop: () => void act(() => api.stop(id)),
     resume: (stop: StopCriteria) =>
       void act(async () => {
@@ -129,6 +133,7 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
     }
     updateProgress(bar, exp);
     renderStats(stats, exp);
+    renderNotes(notesBox, exp);
     renderFailure(failure, exp);
     if (exp.events) renderTimeline(timeline, exp.events);
     if (previous !== e.status) renderActions(actions, exp, checkpoints.count > 0, handlers);
