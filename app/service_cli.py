@@ -24,6 +24,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.core.config import Settings, is_loopback
+    from app.core.http_server import header_timeout_protocol
     from app.main import create_app
 
     overrides: dict[str, Any] = {}
@@ -54,6 +55,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         create_app(settings, server_gc=True),
         host=settings.host,
         port=settings.port,
+        http=header_timeout_protocol(settings.header_timeout_s),
         log_config=log_config(access_log_jobs=settings.access_log_jobs),
         log_level="info",
         ws="websockets-sansio",

@@ -85,6 +85,14 @@ class Settings(BaseSettings):
         description="Built dashboard to serve at /; default frontend/dist of the project.",
     )
 
+    header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="`rollout serve` closes a connection whose request headers are not complete "
+        "this long after it opened (or after its previous response): slowloris clients.",
+    )
+
     # --- request bodies (docs/operations.md) ---------------------------------------------------
     max_request_body_bytes: int = Field(
         default=8 * 1024**2,

@@ -16,6 +16,7 @@ from app.core.errors import NotFound, RolloutError
 from app.core.params import MAX_INT64, MIN_INT64, ExperimentId
 from app.experiments import service as experiments
 from app.experiments.progress import to_public
+from app.live.backlog import Backlog, SharedBacklogs, encode
 from app.live.hub import Lagged, LiveHub, LiveMessage, Subscription
 from app.live.topics import ALL_EXPERIMENTS, columnar, experiment_topic, metrics_message
 from app.metrics.service import recent_points
@@ -82,9 +83,19 @@ def _backlog(session: Session, experiment_id: int, since_step: int) -> list[dict
     return messages
 
 
-def _load_backlog(websocket: WebSocket, experiment_id: int, since: int) -> list[dict[str, Any]]:
-    with read_sessionmaker(websocket.app.state)() as session:
-        return _backlog(session, experiment_id, since)
+def _backlogs(websocket: WebSocket) -> SharedBacklogs:
+    """The app's shared backlog reads (made on first use, inside the event loop; again when a
+    test serves the same app from another loop)."""
+    state = websocket.app.state
+    backlogs: SharedBacklogs | None = getattr(state, "live_backlogs", None)
+    if backlogs is None or backlogs.loop is not asyncio.get_running_loop():
+
+        def load(experiment_id: int, since_step: int) -> Backlog:
+            with read_sessionmaker(state)() as session:
+                return encode(_backlog(session, experiment_id, since_step), since_step)
+
+        backlogs = state.live_backlogs = SharedBacklogs(load)
+    return backlogs
 
 
 def _drop_seen_steps(live: LiveMessage, last_step: int) -> LiveMessage | None:
@@ -143,17 +154,14 @@ async def experiment_stream(
     hub: LiveHub = websocket.app.state.hub
     async with hub.subscribe(experiment_topic(experiment_id)) as subscription:
         try:
-            backlog = await asyncio.to_thread(_load_backlog, websocket, experiment_id, since_step)
+            backlog = await _backlogs(websocket).get(experiment_id, since_step)
         except NotFound as exc:
             await websocket.close(code=POLICY_VIOLATION, reason=exc.message[:120])
             return
         await _accept(websocket)
-        last_step = since_step
-        for message in backlog:
-            if message["type"] == "metrics":
-                last_step = max(last_step, message["step"][-1])
-            await websocket.send_json(message)
-        await _pump(websocket, subscription, last_step)
+        for text in backlog.texts:
+            await websocket.send_text(text)
+        await _pump(websocket, subscription, backlog.last_step)
 
 
 @router.websocket("/stream")
