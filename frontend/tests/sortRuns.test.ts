@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Experiment } from "../src/api/types";
-import { compareRuns, viewFromQuery, viewToHash } from "../src/data/sortRuns";
+import { compareRuns, configPaths, viewFromQuery, viewToHash } from "../src/data/sortRuns";
 
 const run = (id: number, best: number | null, name = `run ${id}`) => ({ id, name, best_return: best, config: {}, tags: [] }) as unknown as Experiment;
 
@@ -15,7 +15,7 @@ describe("runs table view", () => {
 
   it("round-trips through the URL, defaults left out", () => {
     const view = viewFromQuery(new URLSearchParams("status=running&tag=a&sort=best&dir=asc"));
-    expect(view).toEqual({ status: "running", tag: "a", name: "", sort: "best", dir: "asc" });
+    expect(view).toEqual({ status: "running", tag: "a", name: "", sort: "best", dir: "asc", cols: [] });
     expect(viewToHash(view)).toBe("#/?status=running&tag=a&sort=best&dir=asc");
     expect(viewToHash(viewFromQuery(new URLSearchParams("sort=bogus")))).toBe("#/");
   });
@@ -28,5 +28,22 @@ describe("notes in a table cell", () => {
     expect(notesLine("\n- **lr** too high, see [SB3](https://x)")).toBe("lr too high, see SB3");
     expect(notesLine(null)).toBe("");
     expect(notesLine("x".repeat(100))).toHaveLength(80);
+  });
+});
+
+describe("config columns", () => {
+  const withLr = (id: number, lr: unknown) => ({ id, name: "r", config: { lr, model: { hidden_sizes: [64] } }, tags: [] }) as unknown as Experiment;
+
+  it("sort by a config field, missing values last", () => {
+    const runs = [withLr(1, 0.001), withLr(2, undefined), withLr(3, 0.01)];
+    expect([...runs].sort(compareRuns("config.lr", "desc")).map((e) => e.id)).toEqual([3, 1, 2]);
+  });
+
+  it("keeps valid column paths in the URL and lists a config's leaves", () => {
+    const view = viewFromQuery(new URLSearchParams("cols=lr,model.hidden_sizes,bad%20path&sort=config.lr"));
+    expect(view.cols).toEqual(["lr", "model.hidden_sizes"]);
+    expect(view.sort).toBe("config.lr");
+    expect(viewToHash(view)).toBe("#/?cols=lr%2Cmodel.hidden_sizes&sort=config.lr&dir=desc");
+    expect(configPaths({ lr: 1, model: { hidden_sizes: [64] }, stop: { env_steps: 5 } })).toEqual(["lr", "model.hidden_sizes", "stop.env_steps"]);
   });
 });

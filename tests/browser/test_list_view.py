@@ -27,7 +27,8 @@ def test_sort_and_filters_live_in_the_url(
     with live_server(dashboard_settings(tmp_path, frontend_dist)) as server:
         ids = {}
         for name, seed in (("alpha", 1), ("bravo", 2), ("charlie", 3)):
-            body = {"name": name, "config": {"env_id": "CartPole-v1"}}
+            config = {"env_id": "CartPole-v1", "lr": {"alpha": 3e-3, "bravo": 1e-4}.get(name, 5e-4)}
+            body = {"name": name, "config": config}
             ids[name] = httpx.post(f"{server.url}{API_PREFIX}/experiments", json=body).json()["id"]
             job = SimulatedJob(server, ids[name], seed=seed)
             job.status("running", "started")
@@ -54,6 +55,22 @@ def test_sort_and_filters_live_in_the_url(
             page.reload()
             wait_until(lambda: names() == ["charlie"], 15, "the same view after a reload")
             expect(page.locator('[name="name"]')).to_have_value("ar")
+
+            # A config field as a column, sortable, kept in the URL too.
+            page.fill('[name="name"]', "")
+            page.fill('[name="add-column"]', "lr")
+            page.click("[data-action=add-column]")
+            lr_cells = page.locator('td[data-config="lr"]')
+            wait_until(lambda: lr_cells.count() == 3, 15, "the lr column")
+            page.click('th[data-sort-key="config.lr"] button.sort')
+            wait_until(lambda: names() == ["alpha", "charlie", "bravo"], 15, "by lr, desc")
+            assert lr_cells.all_inner_texts() == ["0.003", "0.0005", "0.0001"]
+            assert page.url.endswith("#/?cols=lr&sort=config.lr&dir=desc")
+            page.reload()
+            wait_until(lambda: names() == ["alpha", "charlie", "bravo"], 15, "the column kept")
+            page.click('[data-remove-column="lr"]')
+            expect(lr_cells).to_have_count(0)
+            assert page.url.endswith("#/")
         finally:
             context.close()
     assert not errors, errors

@@ -7,15 +7,47 @@ import type { Experiment } from "../api/types";
 import { elapsedSeconds } from "./format";
 import type { Filter } from "./filter";
 
-export type SortKey = "id" | "name" | "env" | "status" | "progress" | "return" | "best" | "steps" | "started" | "duration";
+type BuiltinKey = "id" | "name" | "env" | "status" | "progress" | "return" | "best" | "steps" | "started" | "duration";
+/** A built-in column, or `config.<dotted path>`: a config field shown as a column. */
+export type SortKey = BuiltinKey | `config.${string}`;
 export type SortDir = "asc" | "desc";
 
 export interface ListView extends Filter {
   sort: SortKey;
   dir: SortDir;
+  /** Config fields shown as extra columns (dotted paths: "lr", "model.hidden_sizes"). */
+  cols: string[];
 }
 
-const VALUE: Record<SortKey, (e: Experiment, now: number) => number | string | null> = {
+const PATH = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$/;
+
+export function isConfigPath(path: string): boolean {
+  return PATH.test(path);
+}
+
+/** The value at a dotted path of a config (undefined when absent). */
+export function configValue(config: unknown, path: string): unknown {
+  let cur: unknown = config;
+  for (const k of path.split(".")) {
+    if (cur === null || typeof cur !== "object") return undefined;
+    cur = (cur as Record<string, unknown>)[k];
+  }
+  return cur;
+}
+
+/** Every leaf path of a config, for the column picker ("stop.env_steps", "lr", ...). */
+export function configPaths(config: unknown, prefix = ""): string[] {
+  if (config === null || typeof config !== "object" || Array.isArray(config)) return prefix ? [prefix] : [];
+  return Object.entries(config as Record<string, unknown>).flatMap(([k, v]) => configPaths(v, prefix ? `${prefix}.${k}` : k));
+}
+
+function sortable(v: unknown): number | string | null {
+  if (v === undefined || v === null) return null;
+  if (typeof v === "number" || typeof v === "string") return v;
+  return JSON.stringify(v);
+}
+
+const VALUE: Record<BuiltinKey, (e: Experiment, now: number) => number | string | null> = {
   id: (e) => e.id,
   name: (e) => e.name.toLowerCase(),
   env: (e) => String(e.config?.env_id ?? ""),
@@ -28,11 +60,24 @@ const VALUE: Record<SortKey, (e: Experiment, now: number) => number | string | n
   duration: (e, now) => elapsedSeconds(e.started_at, e.finished_at, now),
 };
 
-export const SORT_KEYS = Object.keys(VALUE) as SortKey[];
+export const SORT_KEYS = Object.keys(VALUE) as BuiltinKey[];
+
+function isSortKey(key: string | null): key is SortKey {
+  if (!key) return false;
+  return (SORT_KEYS as string[]).includes(key) || (key.startsWith("config.") && isConfigPath(key.slice(7)));
+}
+
+function valueOf(sort: SortKey): (e: Experiment, now: number) => number | string | null {
+  if (sort.startsWith("config.")) {
+    const path = sort.slice("config.".length);
+    return (e) => sortable(configValue(e.config, path));
+  }
+  return VALUE[sort as BuiltinKey];
+}
 
 /** Order by `sort`; rows without a value go last either way; ties newest first. */
 export function compareRuns(sort: SortKey, dir: SortDir, now = Date.now()): (a: Experiment, b: Experiment) => number {
-  const value = VALUE[sort];
+  const value = valueOf(sort);
   const sign = dir === "asc" ? 1 : -1;
   return (a, b) => {
     const [x, y] = [value(a, now), value(b, now)];
@@ -44,13 +89,15 @@ export function compareRuns(sort: SortKey, dir: SortDir, now = Date.now()): (a: 
 }
 
 export function viewFromQuery(q: URLSearchParams): ListView {
-  const sort = q.get("sort") as SortKey | null;
+  const sort = q.get("sort");
+  const cols = [...new Set((q.get("cols") ?? "").split(",").filter(isConfigPath))];
   return {
     status: q.get("status") ?? "",
     tag: q.get("tag") ?? "",
     name: q.get("name") ?? "",
-    sort: sort && SORT_KEYS.includes(sort) ? sort : "id",
+    sort: isSortKey(sort) ? sort : "id",
     dir: q.get("dir") === "asc" ? "asc" : "desc",
+    cols,
   };
 }
 
@@ -58,6 +105,7 @@ export function viewFromQuery(q: URLSearchParams): ListView {
 export function viewToHash(view: ListView): string {
   const q = new URLSearchParams();
   for (const k of ["status", "tag", "name"] as const) if (view[k]) q.set(k, view[k]);
+  if (view.cols.length) q.set("cols", view.cols.join(","));
   if (view.sort !== "id") q.set("sort", view.sort);
   if (view.sort !== "id" || view.dir !== "desc") q.set("dir", view.dir);
   const s = q.toString();

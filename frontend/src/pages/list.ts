@@ -7,7 +7,7 @@ import { api, ApiError, wsUrl } from "../api/client";
 import { LiveStream } from "../api/stream";
 import { FINISHED, STATUSES, type Experiment, type StreamMessage } from "../api/types";
 import { matches } from "../data/filter";
-import { compareRuns, viewFromQuery, viewToHash, type ListView, type SortKey } from "../data/sortRuns";
+import { compareRuns, configPaths, isConfigPath, viewFromQuery, viewToHash, type ListView, type SortKey } from "../data/sortRuns";
 import { trackStream, untrackStream } from "../ui/conn";
 import { clear, el, frameScheduler } from "../ui/dom";
 import { COLUMNS, ExperimentRow } from "../ui/experimentRow";
@@ -27,10 +27,48 @@ export function mountList(root: HTMLElement, query: URLSearchParams): () => void
   const tagInput = el("input", { name: "tag", type: "search", placeholder: "tag", "aria-label": "Filter by tag", value: filter.tag });
   const nameInput = el("input", { name: "name", type: "search", placeholder: "name contains…", "aria-label": "Filter by name", value: filter.name });
   statusSel.value = filter.status;
-  const headers = COLUMNS.map(([label, key]) => {
-    if (!key) return el("th", {}, label);
-    const button = el("button", { type: "button", class: "sort", "data-sort": key, title: `Sort by ${label.toLowerCase()}`, onclick: () => sortBy(key) }, label);
-    return el("th", { "data-sort-key": key }, button);
+  let headers: HTMLElement[] = [];
+  const headRow = el("tr", {});
+  const colInput = el("input", { name: "add-column", list: "config-paths", placeholder: "config field, e.g. lr", "aria-label": "Add a config field as a column" });
+  const colOptions = el("datalist", { id: "config-paths" });
+  const addCol = el("button", { type: "button", class: "btn secondary small", "data-action": "add-column", title: "Show this config field as a column" }, "+ column");
+
+  function renderHeader(): void {
+    const sortable = (label: string, key: SortKey, extra?: HTMLElement) => {
+      const button = el("button", { type: "button", class: "sort", "data-sort": key, title: `Sort by ${label}`, onclick: () => sortBy(key) }, label);
+      return el("th", { "data-sort-key": key }, button, extra);
+    };
+    headers = [
+      ...COLUMNS.map(([label, key]) => (key ? sortable(label, key) : el("th", {}, label))),
+      ...filter.cols.map((path) =>
+        sortable(path, `config.${path}`, el("button", { type: "button", class: "remove-col", title: `Remove the ${path} column`, "data-remove-column": path, onclick: () => setColumns(filter.cols.filter((c) => c !== path)) }, "✕")),
+      ),
+    ];
+    headRow.replaceChildren(...headers);
+    showSort();
+  }
+
+  function setColumns(cols: string[]): void {
+    filter.cols = cols;
+    if (filter.sort.startsWith("config.") && !cols.includes(filter.sort.slice(7))) [filter.sort, filter.dir] = ["id", "desc"];
+    renderHeader();
+    for (const [id, old] of rows) {
+      const fresh = new ExperimentRow(old.exp, selected.has(id), onSelect, filter.cols);
+      old.tr.replaceWith(fresh.tr);
+      rows.set(id, fresh);
+    }
+    reorder();
+    keepInUrl();
+  }
+
+  addCol.addEventListener("click", () => {
+    const path = colInput.value.trim().replace(/^config\./, "");
+    if (!isConfigPath(path) || filter.cols.includes(path)) return;
+    colInput.value = "";
+    setColumns([...filter.cols, path]);
+  });
+  colInput.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter") addCol.click();
   });
   const compareBtn = el("button", { type: "button", class: "btn", disabled: true, "data-action": "compare" }, "Compare selected");
   const tbody = el("tbody");
@@ -43,7 +81,7 @@ export function mountList(root: HTMLElement, query: URLSearchParams): () => void
       "section",
       { class: "panel" },
       el("div", { class: "page-head" }, el("h1", {}, "Experiments"), el("a", { class: "btn", href: "#/new" }, "+ New experiment")),
-      el("div", { class: "toolbar" }, statusSel, tagInput, nameInput, compareBtn),
+      el("div", { class: "toolbar" }, statusSel, tagInput, nameInput, compareBtn, el("span", { class: "add-column" }, colInput, colOptions, addCol)),
       errorBox,
       el(
         "div",
@@ -54,7 +92,7 @@ export function mountList(root: HTMLElement, query: URLSearchParams): () => void
           el(
             "thead",
             {},
-            el("tr", {}, headers),
+            headRow,
           ),
           tbody,
         ),
@@ -137,7 +175,10 @@ export function mountList(root: HTMLElement, query: URLSearchParams): () => void
       flush();
       if (filter.sort !== "id") reorderSoon();
     } else if (matches(exp, filter)) {
-      const r = new ExperimentRow(exp, selected.has(exp.id), onSelect);
+      const r = new ExperimentRow(exp, selected.has(exp.id), onSelect, filter.cols);
+      if (colOptions.childElementCount === 0) {
+        colOptions.append(...configPaths(exp.config).sort().map((p) => el("option", { value: p })));
+      }
       rows.set(exp.id, r);
       // Newest first: a new experiment has the highest id.
       const after = [...tbody.children].find((tr) => Number((tr as HTMLElement).dataset.id) < exp.id);
@@ -207,7 +248,7 @@ export function mountList(root: HTMLElement, query: URLSearchParams): () => void
     },
   });
   trackStream(key, null);
-  showSort();
+  renderHeader();
   void load(true).then(() => stream.start());
 
   // Durations and ETAs of running experiments move with the clock.

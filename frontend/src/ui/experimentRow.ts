@@ -1,7 +1,7 @@
 /** One row of the experiments table: built once, then patched cell by cell on every update. */
 
 import type { Experiment } from "../api/types";
-import type { SortKey } from "../data/sortRuns";
+import { configValue, type SortKey } from "../data/sortRuns";
 import { elapsedSeconds, fmtDuration, fmtNumber, fmtSteps, fmtTime } from "../data/format";
 import { el, setText } from "./dom";
 import { progressBar, updateProgress } from "./progress";
@@ -29,11 +29,15 @@ export class ExperimentRow {
   private readonly bar: HTMLElement;
   private readonly cells: Record<"name" | "notes" | "ret" | "best" | "steps" | "started" | "duration" | "tags", HTMLElement>;
 
+  private readonly configCells: [string, HTMLElement][];
+
   constructor(
     public exp: Experiment,
     selected: boolean,
     onSelect: (id: number, on: boolean) => void,
+    configColumns: readonly string[] = [],
   ) {
+    this.configCells = configColumns.map((path) => [path, el("td", { class: "config-cell", "data-config": path })]);
     this.check = el("input", { type: "checkbox", "aria-label": `Select ${exp.name}` });
     this.check.checked = selected;
     this.check.addEventListener("change", () => onSelect(exp.id, this.check.checked));
@@ -59,6 +63,7 @@ export class ExperimentRow {
       el("td", {}, this.badge),
       el("td", { class: "progress-cell" }, this.bar),
       [c.ret, c.best, c.steps, c.started, c.duration, c.tags],
+      this.configCells.map(([, td]) => td),
     );
     this.render(Date.now());
   }
@@ -77,6 +82,7 @@ export class ExperimentRow {
     setText(this.cells.started, fmtTime(e.started_at));
     setText(this.cells.duration, fmtDuration(elapsedSeconds(e.started_at, e.finished_at, now)));
     setText(this.cells.tags, e.tags.join(", "));
+    for (const [path, td] of this.configCells) setText(td, showValue(configValue(e.config, path)));
     this.tr.dataset.status = e.status;
   }
 }
@@ -86,4 +92,10 @@ export function notesLine(notes: string | null | undefined): string {
   const line = (notes ?? "").split("\n").map((l) => l.replace(/^\s*(#+|[-*]|\d+\.)\s+/, "").trim()).find(Boolean) ?? "";
   const plain = line.replace(/[*`]/g, "").replace(/\[([^\]]+)\]\([^)]*\)/g, "$1");
   return plain.length > 80 ? `${plain.slice(0, 79)}…` : plain;
+}
+
+function showValue(v: unknown): string {
+  if (v === undefined) return "–";
+  if (v === null) return "none";
+  return typeof v === "object" ? JSON.stringify(v) : String(v);
 }
