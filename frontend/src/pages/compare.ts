@@ -8,6 +8,7 @@ import { api, ApiError } from "../api/client";
 import { ExperimentFeed } from "../api/feed";
 import type { Experiment } from "../api/types";
 import { alignSeries, type XY } from "../data/align";
+import { groupColumns, groupRuns, type RunGroup } from "../data/groupRuns";
 import { withOverlay } from "../data/overlay";
 import { plotData, WALL_TIME } from "../data/plotData";
 import { inverseInterpolate } from "../data/series";
@@ -29,6 +30,7 @@ export function mountCompare(root: HTMLElement, query: URLSearchParams): () => v
   const legend = el("ul", { class: "legend" });
   const diffBox = el("div", { class: "table-wrap" });
   const chartsGrid = el("div", { class: "charts" });
+  const groupBox = el("input", { type: "checkbox", name: "group-seeds" });
   const overlay = new ReferenceOverlay(() => redraw(ReferenceOverlay.METRIC));
   const controls = chartControls(settings, (what) => {
     if (what !== "smoothing") for (const c of charts.values()) c.reconfigure({ log: settings.log, ...xAxis(settings.xMode) });
@@ -39,7 +41,15 @@ export function mountCompare(root: HTMLElement, query: URLSearchParams): () => v
       "div",
       { class: "compare" },
       el("section", { class: "panel" }, el("div", { class: "page-head" }, el("h1", {}, `Compare ${ids.length} experiments`), el("a", { href: "#/" }, "Back to experiments")), notice, legend),
-      el("section", { class: "panel" }, el("h2", {}, "Metrics"), controls, overlay.root, chartsGrid),
+      el(
+        "section",
+        { class: "panel" },
+        el("h2", {}, "Metrics"),
+        controls,
+        el("label", { class: "group-toggle", title: "Runs whose configs are equal but for the seed: their mean as a line, min–max as a band" }, groupBox, " Group runs that differ only in their seed"),
+        overlay.root,
+        chartsGrid,
+      ),
       el("section", { class: "panel" }, el("h2", {}, "Config differences"), diffBox),
     ),
   );
@@ -52,25 +62,42 @@ export function mountCompare(root: HTMLElement, query: URLSearchParams): () => v
   const exps = new Map<number, Experiment>();
   const badges = new Map<number, HTMLElement>();
   const label = (id: number) => `#${id} ${exps.get(id)?.name ?? ""}`.trim();
-  const colorOf = (id: number) => PALETTE[ids.indexOf(id) % PALETTE.length];
+  const colorOf = (id: number) => (grouped ? PALETTE[groups.findIndex((g) => g.members.includes(ids.indexOf(id))) % PALETTE.length] : PALETTE[ids.indexOf(id) % PALETTE.length]);
+  // ?group=seeds: runs that differ only in their seed are one group (mean and min-max band).
+  const grouped = query.get("group") === "seeds";
+  let groups: RunGroup[] = [];
+  groupBox.checked = grouped;
+  groupBox.addEventListener("change", () => {
+    const q = new URLSearchParams(query);
+    if (groupBox.checked) q.set("group", "seeds");
+    else q.delete("group");
+    location.hash = `#/compare?${q.toString().replace(/%2C/gi, ",")}`;
+  });
   const charts = new Map<string, MetricChart>();
   const feeds: ExperimentFeed[] = [];
   const keys = ids.map(() => ({}));
 
   function makeCharts(): void {
+    const lines = grouped
+      ? groups.flatMap((g, i) => {
+          const color = PALETTE[i % PALETTE.length];
+          const name = `${g.label} (${g.members.length})`;
+          return [{ label: `${name} mean`, color }, { label: `${name} max`, color, bandEdge: true }, { label: `${name} min`, color, bandEdge: true }];
+        })
+      : ids.map((id) => ({ label: label(id), color: colorOf(id) }));
     for (const [metric, title] of COMPARE_METRICS) {
-      charts.set(
-        metric,
-        new MetricChart(chartsGrid, {
-          title,
-          lines: ids.map((id) => ({ label: label(id), color: colorOf(id) })),
+      const chart = new MetricChart(chartsGrid, {
+        title,
+        lines,
+        bands: grouped ? groups.map((_, i): [number, number] => [2 + 3 * i, 3 + 3 * i]) : undefined,
           log: settings.log,
           ...xAxis(settings.xMode),
           syncKey: "compare",
-          onZoom: (lo, hi) => void zoom(lo, hi),
-          onResetZoom: () => resetZoom(),
-        }),
-      );
+        onZoom: (lo, hi) => void zoom(lo, hi),
+        onResetZoom: () => resetZoom(),
+      });
+      chart.root.dataset.groups = String(grouped ? groups.length : 0);
+      charts.set(metric, chart);
     }
   }
 
@@ -79,9 +106,10 @@ export function mountCompare(root: HTMLElement, query: URLSearchParams): () => v
       const [x, y] = plotData((n) => f.store.get(n), [metric], settings.xMode, settings.smoothing);
       return { x, y };
     });
-    const aligned = alignSeries(tables);
+    const aligned = grouped ? groupColumns(tables, groups) : alignSeries(tables);
+    const own = grouped ? groups.flatMap((_, i) => [2 + 3 * i, 3 + 3 * i]) : [];
     const overlaid = metric === ReferenceOverlay.METRIC && overlay.count > 0;
-    charts.get(metric)?.setData(overlaid ? withOverlay(aligned, overlay.tables(settings.xMode), overlay.edges()) : aligned);
+    charts.get(metric)?.setData(overlaid ? withOverlay(aligned, overlay.tables(settings.xMode), [...own, ...overlay.edges()]) : aligned);
   }
   function redrawAll(): void {
     for (const m of charts.keys()) redraw(m);
@@ -141,6 +169,7 @@ export function mountCompare(root: HTMLElement, query: URLSearchParams): () => v
       const list = await Promise.all(ids.map((id) => api.get(id)));
       if (closed) return;
       for (const e of list) exps.set(e.id, e);
+      groups = groupRuns(list.map((e) => e.config ?? {}));
       renderHeader();
       makeCharts();
       const returnChart = charts.get(ReferenceOverlay.METRIC);
