@@ -229,6 +229,41 @@ def ray_server(
 
 
 @pytest.mark.ray
+def test_two_hyperparameters_get_parallel_coordinates_coloured_by_return(
+    server: LiveServer, page: Any
+) -> None:
+    api = httpx.Client(base_url=f"{server.url}/api/v1", timeout=30)
+    grid = {"lr": [1e-3, 1e-4], "num_epochs": [2, 4]}
+    body = {"name": "two keys", "config": CONFIG, "grid": grid, "seeds": [0]}
+    sweep = api.post("/sweeps", json=body).json()
+    members = sweep["members"]  # groups 0-3; group 3 never reports
+    for level, member in zip((10.0, 50.0, 90.0), members[:3], strict=True):
+        token = _start(server, member["id"])
+        _post(server, member["id"], token, range(1000, 6000, 1000), level)
+
+    page.goto(f"{server.url}/#/sweeps/{sweep['id']}")
+    box = page.locator('[data-chart="parallel coordinates"]')
+    wait_until(lambda: box.get_attribute("data-lines") == "4", 30, "a line per group")
+    labels = box.locator(".axis-label").all_text_contents()
+    assert labels == ["lr", "num_epochs", "final return"]
+    colors = {
+        int(line.get_attribute("data-group") or -1): line.get_attribute("data-color")
+        for line in box.locator("polyline").all()
+    }
+    assert len(colors) == 4
+    lowest, highest = members[0]["sweep_group"], members[2]["sweep_group"]
+    assert colors[lowest] == "rgb(37, 99, 235)" and colors[highest] == "rgb(220, 38, 38)"
+    silent = members[3]["sweep_group"]
+    assert colors[silent] == "#9ca3af"
+    assert box.locator(f'polyline[data-group="{silent}"]').get_attribute("stroke-dasharray")
+    # Each scatter fits its own cell (a chart built mid-layout once spilled into the next).
+    widths = page.evaluate(
+        """() => [...document.querySelectorAll('.scatter')].map(
+          (s) => [s.clientWidth, s.querySelector('.u-wrap').getBoundingClientRect().width])"""
+    )
+    assert len(widths) == 2 and all(plot <= box for box, plot in widths), widths
+
+
 def test_a_real_sweep_on_the_local_ray_head_draws_its_bands_live(
     ray_server: LiveServer, page: Any
 ) -> None:

@@ -17,6 +17,7 @@ import { bandColumns, ranking, scatter, type BandMode } from "../data/sweepData"
 import { trackStream, untrackStream } from "../ui/conn";
 import { clear, el, frameScheduler, setText } from "../ui/dom";
 import { statusBadge, updateBadge } from "../ui/status";
+import { ParallelCoords } from "../ui/parallelCoords";
 import { groupColor, ScatterChart, SweepChart } from "../ui/sweepChart";
 
 const METRIC = "episode_return_mean";
@@ -49,6 +50,8 @@ export function mountSweep(root: HTMLElement, id: number): () => void {
   const nNote = el("p", { class: "muted", "data-role": "n-note" });
   const rankBody = el("tbody");
   const scatterBox = el("div", { class: "charts" });
+  const parallelBox = el("section", { class: "panel", "data-role": "parallel", hidden: true }, el("h2", {}, "Grid → final return (a line per group, coloured by its final mean return)"));
+  let parallel: ParallelCoords | null = null;
   const memberBody = el("tbody");
 
   root.appendChild(
@@ -74,6 +77,7 @@ export function mountSweep(root: HTMLElement, id: number): () => void {
         ),
       ),
       el("section", { class: "panel", "data-role": "scatters" }, el("h2", {}, "Hyperparameters → final return"), scatterBox),
+      parallelBox,
       el(
         "section",
         { class: "panel" },
@@ -166,6 +170,12 @@ export function mountSweep(root: HTMLElement, id: number): () => void {
       s.setData(scatter(m.groups, key));
     }
     if (!metrics?.grid_keys.length) setText(scatterBox, "This sweep varies only the seed.");
+    const keys = metrics?.grid_keys ?? [];
+    parallelBox.hidden = keys.length < 2;
+    if (keys.length >= 2) {
+      parallel ??= new ParallelCoords(parallelBox);
+      parallel.render(m.groups, keys);
+    }
   }
 
   // --- metric refreshes: one in flight, at most one every REFRESH_MS --------------------------

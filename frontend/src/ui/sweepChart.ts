@@ -97,11 +97,24 @@ export class ScatterChart {
   private readonly body: HTMLElement;
   private plot: uPlot | null = null;
   private shape = "";
+  private readonly observer: ResizeObserver;
 
   constructor(parent: HTMLElement, readonly key: string) {
     this.body = el("div", { class: "chart-body" });
     this.root = el("section", { class: "chart scatter", "data-chart": `final vs ${key}`, "data-points": 0 }, el("h3", {}, `Final return vs ${key}`), this.body);
     parent.appendChild(this.root);
+    // Follow the grid cell: a chart built while the page was still laying out kept that width.
+    this.observer = new ResizeObserver(() => {
+      const w = this.width();
+      if (this.plot && Math.abs(w - this.plot.width) > 2) this.plot.setSize({ width: w, height: this.plot.height });
+    });
+    this.observer.observe(this.root);
+  }
+
+  private width(): number {
+    const style = getComputedStyle(this.root);
+    const inner = this.root.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    return Math.max(240, Math.floor(inner || 360));
   }
 
   private build(s: Scatter, groups: number[]): void {
@@ -119,7 +132,7 @@ export class ScatterChart {
     this.plot?.destroy();
     this.plot = new uPlot(
       {
-        width: Math.max(240, Math.floor(this.body.clientWidth || 360)),
+        width: this.width(),
         height: 220,
         series,
         scales: {
@@ -128,7 +141,8 @@ export class ScatterChart {
             ? { time: false, distr: 3, range: (_u, lo, hi) => [lo / 1.6, hi * 1.6] }
             : { time: false, range: (_u, lo, hi) => (lo === hi ? [lo - 1, hi + 1] : [lo - (hi - lo) * 0.08, hi + (hi - lo) * 0.08]) },
         },
-        axes: [{ splits: () => s.ticks, values: (_u, splits) => splits.map((v) => fmtX(v)) }, { size: 60 }],
+        // Every grid value labelled: a log axis otherwise labels powers of ten only (3e-4 left bare).
+        axes: [{ splits: () => s.ticks, filter: (_u, splits) => splits, values: (_u, splits) => splits.map((v) => fmtX(v)) }, { size: 60 }],
         cursor: { drag: { x: false, y: false } },
         legend: { show: false },
       },
@@ -155,6 +169,7 @@ export class ScatterChart {
   }
 
   destroy(): void {
+    this.observer.disconnect();
     this.plot?.destroy();
     this.root.remove();
   }
