@@ -13,6 +13,9 @@
 4. sweep: a sweep of 5 learning rates x 4 seeds (20 members) reporting an iteration per second
    each, on its sweep page (bands, ranking, scatter refreshed live): frames per second and
    long tasks over `--list-seconds`.
+5. charts30: the experiment page of a `--points`-long run with 30 series charted (the default
+   charts plus 13 chosen with Choose charts), its job posting an iteration of every series per
+   second: frames per second and long tasks over `--list-seconds`.
 Results are printed; docs/benchmarks.md ("Dashboard") keeps the numbers with this command.
 """
 
@@ -227,6 +230,65 @@ def bench_sweep(browser: Any, server: LiveServer, seconds: int) -> dict[str, Any
     }
 
 
+# Charted beyond the default charts' 17 series (Choose charts on the experiment page): 30 in all.
+EXTRA_SERIES = ["grad_norm", "lr", "episodes", *(f"custom_{i:02d}" for i in range(10))]
+
+
+class WideJob(SimulatedJob):
+    """A simulated job whose iterations carry ten more series than a PPO iteration."""
+
+    def iterations(self, n: int, steps_per_iteration: int = 512) -> None:
+        from tests.browser.simulate import metric_values
+
+        rows = []
+        for _ in range(n):
+            self.step += steps_per_iteration
+            self.time_s += 0.055
+            values = metric_values(self.step, self.time_s, self.rng)
+            values.update({f"custom_{i:02d}": self.rng.random() for i in range(10)})
+            rows.append({"step": self.step, "time_s": self.time_s, "values": values})
+        self.client.post("/metrics", json={"rows": rows}).raise_for_status()
+
+
+def bench_charts30(browser: Any, server: LiveServer, points: int, seconds: int) -> dict[str, Any]:
+    """The experiment page of a `points`-long run with 30 series charted (the defaults plus 13
+    chosen), while its job posts an iteration of all of them per second."""
+    exp_id = create(server, "thirty-series", {"stop": {"env_steps": 10_000_000_000}})
+    job = WideJob(server, exp_id)
+    job.status("running", "simulated")
+    ingest_s = post_long_series(job, points)
+    job.step = points * 64
+    job.iterations(5)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    choice = json.dumps({"hidden": [], "extra": EXTRA_SERIES})
+    context.add_init_script(f"localStorage.setItem('rollout.charts.v1', {json.dumps(choice)})")
+    page = context.new_page()
+    page.goto(f"{server.url}/#/experiments/{exp_id}")
+    wait(lambda: chart_points(page, "custom_09") > 0, 60)
+    wait(lambda: chart_points(page, "Episode return") > 0, 60)
+    charts = page.locator("[data-chart]:visible").count()
+    page.locator("#conn[data-state=online]").wait_for(timeout=30_000)
+    before = chart_points(page, "custom_09"), chart_points(page, "Episode return")
+    posts, gaps = drive_live(page, [job], seconds)
+    # The last posts on screen: every chart took the live points (not a page sitting idle).
+    wait(lambda: chart_points(page, "custom_09") >= before[0] + posts, 30)
+    after = chart_points(page, "custom_09"), chart_points(page, "Episode return")
+    long_tasks = page.evaluate("() => window.__long")
+    context.close()
+    job.close()
+    return {
+        "points": points,
+        "ingest_s": round(ingest_s, 1),
+        "charts": charts,
+        "series": 17 + len(EXTRA_SERIES),
+        "seconds": seconds,
+        "updates_posted": posts,
+        "custom_09_points": [before[0], after[0]],
+        "return_points": [before[1], after[1]],
+        **frame_stats(gaps, long_tasks),
+    }
+
+
 def bench_memory(browser: Any, server: LiveServer, seconds: int) -> dict[str, Any]:
     exp_id = create(server, "long-stream", {"stop": {"env_steps": 10_000_000_000}})
     job = SimulatedJob(server, exp_id)
@@ -276,14 +338,16 @@ def main() -> None:
     parser.add_argument("--experiments", type=int, default=20)
     parser.add_argument("--list-seconds", type=int, default=30)
     parser.add_argument("--memory-seconds", type=int, default=120)
-    parser.add_argument("--only", choices=["chart", "list", "memory", "sweep"], action="append")
+    parser.add_argument(
+        "--only", choices=["chart", "list", "memory", "sweep", "charts30"], action="append"
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if not CHROMIUM.exists():
         sys.exit(f"{CHROMIUM} is missing")
     from playwright.sync_api import sync_playwright
 
-    which = args.only or ["chart", "list", "memory", "sweep"]
+    which = args.only or ["chart", "list", "memory", "sweep", "charts30"]
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="rollout-dash-bench-") as tmp:
         settings = Settings(
@@ -306,6 +370,11 @@ def main() -> None:
             if "sweep" in which:
                 results["sweep"] = bench_sweep(browser, server, args.list_seconds)
                 print(json.dumps({"sweep": results["sweep"]}), flush=True)
+            if "charts30" in which:
+                results["charts30"] = bench_charts30(
+                    browser, server, args.points, args.list_seconds
+                )
+                print(json.dumps({"charts30": results["charts30"]}), flush=True)
             browser.close()
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
