@@ -92,7 +92,7 @@ def bare_env_rate(config: Any, seconds: float) -> dict[str, float]:
     from trainer.envs import env_threads, make_vector_env
 
     threads = int(config.env_config.get("num_threads") or 0) or env_threads(
-        config.num_cpus_per_env_runner, config.torch_num_threads, in_actor=False
+        config.num_cpus_per_env_runner, in_actor=False, overlap=config.overlap_sampling
     )
     n = config.num_envs_per_env_runner
     env = make_vector_env(config.env_id, n, config.env_config, num_threads=threads)
@@ -232,7 +232,7 @@ def commands(game: str, args: argparse.Namespace, config: Any, out: Path) -> dic
     if not threads:
         from trainer.envs import env_threads
 
-        threads = env_threads(1.0, config.torch_num_threads, in_actor=False)
+        threads = env_threads(1.0, in_actor=False)  # the peer alternates sampling and SGD
     cleanrl = [py, str(REPO / "benchmarks" / "peers" / "cleanrl_atari.py"),
                "--env-id", f"ALE/{game}-v5", "--seconds", str(args.seconds),
                "--stop-return", f"{max(TARGETS):g}", "--num-threads", str(threads),

@@ -5,6 +5,10 @@ batched value forward pass over those B+K rows (which yields every V(s_t) and ea
 bootstrap value V(s_T)), compute GAE per chunk, keep the B real timesteps, standardise the
 advantages over those real timesteps only.
 
+Observations are copied once on the host: the chunks are views into the EnvRunner's sample
+buffers, and their rows are concatenated straight into a staging buffer the Learner reuses
+(pinned for a GPU Learner, then one asynchronous upload); the real rows are picked on the device.
+
 Axes: K chunks, B = sum(T_k) real timesteps, D = dist_inputs width.
 """
 
@@ -18,6 +22,7 @@ import numpy as np
 import torch
 
 from trainer import gae
+from trainer.devices import HostStaging
 from trainer.episode import EpisodeChunk
 
 
@@ -46,17 +51,23 @@ def build_train_batch(
     normalize_advantages: bool,
     device: torch.device | str = "cpu",
     value_rows_per_pass: int | None = None,
+    staging: HostStaging | None = None,
 ) -> TrainBatch:
     """Build the train batch for `chunks`; `value_fn` maps obs [N, *obs] -> values [N].
 
     value_rows_per_pass bounds the rows of one value forward pass (memory, for image batches);
-    None runs a single pass over all B+K rows.
+    None runs a single pass over all B+K rows. `staging` is a reused host buffer for the
+    observations (a fresh array without one).
     """
     if not chunks:
         raise ValueError("cannot build a train batch from zero episode chunks")
     lengths = np.fromiter((len(c) for c in chunks), dtype=np.int64, count=len(chunks))  # [K]
     terminated = np.fromiter((c.terminated for c in chunks), dtype=bool, count=len(chunks))
-    obs_all = torch.from_numpy(np.concatenate([c.obs for c in chunks])).to(device)  # [B+K, *obs]
+    staging = staging or HostStaging(torch.device(device), reuse=False)
+    first = chunks[0].obs
+    host = staging.take(int(lengths.sum()) + len(chunks), first.shape[1:], first.dtype)
+    np.concatenate([c.obs for c in chunks], out=host)  # [B+K, *obs]
+    obs_all = staging.upload(host)
     with torch.no_grad():
         if value_rows_per_pass is None:
             values_all = value_fn(obs_all)  # [B+K]

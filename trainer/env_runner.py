@@ -5,7 +5,13 @@ are the Learner's job (RLlib new API stack, PR #42272). A plain class: `ray.remo
 once, in env_runner_group.py, and serial mode uses it as is.
 
 Recording: every sample() call fills preallocated [K, N] numpy buffers (K vector steps, N
-sub-envs) and slices them into EpisodeChunks at the end; no per-step Python dicts. The vector
+sub-envs) and slices them into EpisodeChunks at the end; no per-step Python dicts. The buffers
+are kept across calls and the chunks are views into them (no copy per chunk): a set of buffers
+is written again only once no chunk of it is alive any more (`_Buffers.in_use`), so a batch a
+Learner still trains on (overlapped sampling) is never overwritten; the next call takes
+another set. On a GPU the observation buffer is pinned, so each step's frames go to the device
+straight from it, on the runner's own CUDA stream (the Learner's kernels queue on theirs), and
+actions, log-probs and distribution inputs come back in one copy per step. The vector
 env runs in NEXT_STEP autoreset mode (see envs.py): the step that ends an episode returns the
 true final observation s_T, and the following step of that slot is an "autoreset step" that
 returns the new episode's first observation and ignores the action. Autoreset steps are marked
@@ -18,7 +24,9 @@ score. The connector state of both pipelines travels as one dict (names are uniq
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -31,7 +39,7 @@ import torch
 from trainer import distributions
 from trainer.config import PPOConfig
 from trainer.connectors import build_env_to_learner, build_env_to_module, build_module_to_env
-from trainer.devices import HostToDevice, inference_device
+from trainer.devices import HostToDevice, StepOutputs, inference_device
 from trainer.envs import env_threads, make_vector_env, observation_space, runner_seed
 from trainer.episode import EpisodeChunk
 from trainer.module import PPOModule
@@ -68,10 +76,14 @@ class _Buffers:
     reset: np.ndarray  # [K, N] bool: step k was an autoreset step for that slot
 
     @staticmethod
-    def allocate(k: int, n: int, obs: np.ndarray, action: np.ndarray, d: int) -> _Buffers:
-        """obs [N, *obs] and action [1, *action] give the row shapes and dtypes."""
+    def allocate(
+        k: int, n: int, obs: np.ndarray, action: np.ndarray, d: int, *, pin: bool = False
+    ) -> _Buffers:
+        """obs [N, *obs] and action [1, *action] give the row shapes and dtypes; `pin` puts the
+        observations in page-locked memory (DMA to a GPU without a staging copy)."""
+        obs_shape = (k + 1, n, *obs.shape[1:])
         return _Buffers(
-            obs=np.empty((k + 1, n, *obs.shape[1:]), obs.dtype),
+            obs=_pinned(obs_shape, obs.dtype) if pin else np.empty(obs_shape, obs.dtype),
             actions=np.empty((k, n, *action.shape[1:]), action.dtype),
             logp=np.empty((k, n), np.float32),
             dist_inputs=np.empty((k, n, d), np.float32),
@@ -82,14 +94,37 @@ class _Buffers:
             reset=np.empty((k, n), bool),
         )
 
-    def grown(self) -> _Buffers:
+    def grown(self, *, pin: bool = False) -> _Buffers:
         """Twice the capacity, same content (rare: only when many episodes end in one call)."""
-        return _Buffers(
-            **{
-                name: np.concatenate([arr, np.empty_like(arr[: len(arr) - (name == "obs")])])
-                for name, arr in vars(self).items()
-            }
-        )
+        out = {
+            name: np.concatenate([arr, np.empty_like(arr[: len(arr) - (name == "obs")])])
+            for name, arr in vars(self).items()
+        }
+        if pin:
+            out["obs"] = _pinned(out["obs"].shape, out["obs"].dtype, fill=out["obs"])
+        return _Buffers(**out)
+
+    def refcounts(self) -> list[int]:
+        return [sys.getrefcount(arr) for arr in vars(self).values()]
+
+    def in_use(self, baseline: list[int]) -> bool:
+        """Whether a chunk (any view, or anything else) still holds one of these arrays: a
+        numpy view keeps a reference to the array it was sliced from (CPython refcounts)."""
+        return any(now > base for now, base in zip(self.refcounts(), baseline, strict=True))
+
+
+def _pinned(shape: tuple[int, ...], dtype: np.dtype, fill: np.ndarray | None = None) -> np.ndarray:
+    """A numpy array in pinned host memory (a view of a pinned torch tensor, kept alive by it)."""
+    example = torch.from_numpy(np.empty(0, dtype))
+    array = torch.empty(shape, dtype=example.dtype, pin_memory=True).numpy()
+    if fill is not None:
+        array[...] = fill
+    return array
+
+
+# Sets of sample buffers an EnvRunner keeps: the one being filled, the one a Learner trains on
+# while it is (overlap), and one spare; sets beyond that are left to the chunks that hold them.
+_BUFFER_POOL = 3
 
 
 class EnvRunner:
@@ -111,8 +146,13 @@ class EnvRunner:
         if seed_torch:  # own process: own torch RNG for action sampling
             torch.manual_seed(self._seed)
         self.num_envs = config.num_envs_per_env_runner
+        in_actor = worker_index > 0
+        if in_actor:  # an actor computes on the CPUs Ray reserved for it, not the node's cores
+            torch.set_num_threads(
+                max(1, min(config.torch_num_threads, int(config.num_cpus_per_env_runner)))
+            )
         threads = env_threads(
-            config.num_cpus_per_env_runner, config.torch_num_threads, in_actor=worker_index > 0
+            config.num_cpus_per_env_runner, in_actor, overlap=config.overlap_sampling
         )
         self.env = make_vector_env(
             config.env_id, self.num_envs, config.env_config, num_threads=threads
@@ -128,12 +168,18 @@ class EnvRunner:
         ).to(self.device)
         self.module.eval()
         self._to_device = HostToDevice(self.device)
+        self._on_gpu = self.device.type == "cuda"
+        # Sampling gets its own stream: with overlap, its small kernels and copies would
+        # otherwise wait behind the Learner's queued SGD kernels on the default stream.
+        self._stream = torch.cuda.Stream(self.device) if self._on_gpu else None
+        self._pool: list[tuple[_Buffers, list[int]]] = []  # (buffers, their idle refcounts)
         self._dist_dim = distributions.dist_inputs_dim(self.action_space)
         self._action_example = (  # [1, *action]: dtype and shape of what the module samples
             np.zeros((1, *self.action_space.shape), np.float32)
             if isinstance(self.action_space, gym.spaces.Box)
             else np.zeros(1, np.int64)
         )
+        self._outputs = StepOutputs(self.num_envs, self._action_example, self._dist_dim)
         self.weights_version = -1
         # Per-slot episode state, carried across sample() calls.
         n = self.num_envs
@@ -171,42 +217,43 @@ class EnvRunner:
     # --- sampling ------------------------------------------------------------------------------
     def sample(self, num_timesteps: int, explore: bool = True) -> SampleResult:
         """Step all sub-envs until at least `num_timesteps` transitions are recorded (may
-        overshoot by up to N-1), then return the finished episodes and the cut ongoing ones."""
+        overshoot by up to N-1), then return the finished episodes and the cut ongoing ones.
+
+        The chunks are views into this runner's buffers, which are reused once no chunk of a
+        call is alive; copy a chunk's arrays to change them."""
         t_start = time.perf_counter()
         n = self.num_envs
         if self._obs is None:
             raw, _ = self.env.reset(seed=self._seed)
             self._obs = self.env_to_module(raw, np.ones(n, bool))
-        capacity = math.ceil(num_timesteps / n) + 8
-        buf = _Buffers.allocate(capacity, n, self._obs, self._action_example, self._dist_dim)
+        buf = self._take_buffers(math.ceil(num_timesteps / n) + 8)
         buf.obs[0] = self._obs
         time_env = time_inf = 0.0
         steps = k = 0
-        while steps < num_timesteps:
-            if k == len(buf.rewards):
-                buf = buf.grown()
-            t0 = time.perf_counter()
-            actions, logp, dist_inputs = self.module.sample(self._to_device(buf.obs[k]), explore)
-            actions_np = actions.cpu().numpy()  # [N, *action] as sampled; waits for the device
-            buf.actions[k] = actions_np
-            buf.logp[k] = logp.cpu().numpy()
-            buf.dist_inputs[k] = dist_inputs.cpu().numpy()
-            t1 = time.perf_counter()
-            raw, rewards, terminated, truncated, _ = self.env.step(self.module_to_env(actions_np))
-            t2 = time.perf_counter()
-            is_reset = self._pending_reset
-            done = terminated | truncated
-            buf.reset[k] = is_reset
-            buf.raw_rewards[k] = rewards
-            buf.rewards[k] = self.env_to_learner(rewards, done, ~is_reset)
-            buf.terminated[k] = terminated
-            buf.truncated[k] = truncated
-            buf.obs[k + 1] = self.env_to_module(raw, is_reset)
-            self._pending_reset = done
-            steps += n - int(is_reset.sum())
-            k += 1
-            time_inf += t1 - t0
-            time_env += t2 - t1
+        with self._sampling_stream():
+            while steps < num_timesteps:
+                if k == len(buf.rewards):
+                    buf = self._grow(buf)
+                t0 = time.perf_counter()
+                actions_np = self._act(buf, k, explore)  # waits for the device
+                t1 = time.perf_counter()
+                raw, rewards, terminated, truncated, _ = self.env.step(
+                    self.module_to_env(actions_np)
+                )
+                t2 = time.perf_counter()
+                is_reset = self._pending_reset
+                done = terminated | truncated
+                buf.reset[k] = is_reset
+                buf.raw_rewards[k] = rewards
+                buf.rewards[k] = self.env_to_learner(rewards, done, ~is_reset)
+                buf.terminated[k] = terminated
+                buf.truncated[k] = truncated
+                buf.obs[k + 1] = self.env_to_module(raw, is_reset)
+                self._pending_reset = done
+                steps += n - int(is_reset.sum())
+                k += 1
+                time_inf += t1 - t0
+                time_env += t2 - t1
         self._obs = buf.obs[k].copy()
         chunks, returns, lengths = self._slice(buf, k)
         return SampleResult(
@@ -224,6 +271,54 @@ class EnvRunner:
             },
             worker_index=self.worker_index,
         )
+
+    def _act(self, buf: _Buffers, k: int, explore: bool) -> np.ndarray:
+        """The policy on row k of the observations: fills actions, logp and dist inputs of
+        step k and returns the actions as sampled."""
+        obs = self._to_device(buf.obs[k], pinned=self._on_gpu)
+        actions, logp, dist_inputs = self.module.sample(obs, explore)
+        if self._on_gpu:  # one device -> host copy for the three
+            actions_np, buf.logp[k], buf.dist_inputs[k] = self._outputs.fetch(
+                actions, logp, dist_inputs, self._stream
+            )
+        else:
+            actions_np = actions.numpy()  # [N, *action] as sampled
+            buf.logp[k] = logp.numpy()
+            buf.dist_inputs[k] = dist_inputs.numpy()
+        buf.actions[k] = actions_np
+        return actions_np
+
+    def _sampling_stream(self) -> contextlib.AbstractContextManager[object]:
+        """This runner's CUDA stream, after what the default stream queued (loaded weights)."""
+        if self._stream is None:
+            return contextlib.nullcontext()
+        self._stream.wait_stream(torch.cuda.current_stream(self.device))
+        return torch.cuda.stream(self._stream)
+
+    def _take_buffers(self, capacity: int) -> _Buffers:
+        """A kept set of buffers that no chunk holds any more, or a new one."""
+        for buf, baseline in self._pool:
+            if len(buf.rewards) >= capacity and not buf.in_use(baseline):
+                return buf
+        buf = _Buffers.allocate(
+            capacity, self.num_envs, self._obs, self._action_example, self._dist_dim,
+            pin=self._on_gpu,
+        )  # fmt: skip
+        self._keep(buf)
+        return buf
+
+    def _grow(self, buf: _Buffers) -> _Buffers:
+        bigger = buf.grown(pin=self._on_gpu)
+        self._pool = [(b, base) for b, base in self._pool if b is not buf]
+        self._keep(bigger)
+        return bigger
+
+    def _keep(self, buf: _Buffers) -> None:
+        # Sets a chunk still holds are dropped first (they are freed with their last chunk).
+        free = [(b, base) for b, base in self._pool if not b.in_use(base)]
+        held = [(b, base) for b, base in self._pool if b.in_use(base)]
+        self._pool = (held + free)[-(_BUFFER_POOL - 1) :] if _BUFFER_POOL > 1 else []
+        self._pool.append((buf, buf.refcounts()))
 
     def _slice(self, buf: _Buffers, k: int) -> tuple[list[EpisodeChunk], list[float], list[int]]:
         """Cut the [K, N] buffers into per-episode chunks; update the per-slot episode state."""
@@ -248,14 +343,14 @@ class EnvRunner:
 
     def _chunk(self, buf: _Buffers, slot: int, start: int, stop: int, done: bool) -> EpisodeChunk:
         """Steps [start, stop) of one slot; obs rows [start, stop] (obs[T] = s_T or the cut)."""
-        chunk = EpisodeChunk(
+        chunk = EpisodeChunk(  # views: the buffers are not reused while the chunk lives
             id=self._ep_ids[slot],
             t_started=int(self._ep_t[slot]),
-            obs=buf.obs[start : stop + 1, slot].copy(),
-            actions=buf.actions[start:stop, slot].copy(),
-            rewards=buf.rewards[start:stop, slot].copy(),
-            logp=buf.logp[start:stop, slot].copy(),
-            dist_inputs=buf.dist_inputs[start:stop, slot].copy(),
+            obs=buf.obs[start : stop + 1, slot],
+            actions=buf.actions[start:stop, slot],
+            rewards=buf.rewards[start:stop, slot],
+            logp=buf.logp[start:stop, slot],
+            dist_inputs=buf.dist_inputs[start:stop, slot],
             terminated=done and bool(buf.terminated[stop - 1, slot]),
             truncated=done and bool(buf.truncated[stop - 1, slot]),
             weights_version=self.weights_version,

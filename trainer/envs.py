@@ -21,7 +21,6 @@ EnvRunner records that step as a reset, not as a transition (gymnasium's autores
 from __future__ import annotations
 
 import importlib
-import os
 from typing import Any
 
 import gymnasium as gym
@@ -30,7 +29,7 @@ from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode
 
 from trainer.layout import METADATA_KEY, declare
-from trainer.resolve import env_name, family_of
+from trainer.resolve import env_name, family_of, usable_cores
 
 SUPPORTED_ACTIONS = (gym.spaces.Discrete, gym.spaces.Box)
 ALE_NAMESPACE = "ALE"
@@ -105,20 +104,15 @@ def make_atari(
     return env
 
 
-def usable_cores() -> int:
-    """Cores this process may run on (its affinity mask, as a container's CPU set)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def env_threads(num_cpus_per_env_runner: float, torch_num_threads: int, in_actor: bool) -> int:
+def env_threads(num_cpus_per_env_runner: float, in_actor: bool, *, overlap: bool = False) -> int:
     """Threads an EnvRunner's vector env may use: a Ray actor owns the CPUs Ray reserved for it;
-    in serial mode the process's cores minus those torch computes on."""
+    in serial mode the process's cores minus one for the sampling thread (policy inference,
+    connectors) and, with overlapped sampling, one for the Learner's thread, which keeps
+    running meanwhile. torch's own threads are not subtracted: without overlap they compute
+    only while the env waits (inference between env steps, the update between samples)."""
     if in_actor:
         return max(1, int(num_cpus_per_env_runner))
-    return max(1, usable_cores() - torch_num_threads)
+    return max(1, usable_cores() - 1 - int(overlap))
 
 
 def observation_space(env: gym.vector.VectorEnv) -> gym.spaces.Box:

@@ -35,7 +35,7 @@ from torch import nn
 
 from trainer.batch import TrainBatch, build_train_batch
 from trainer.config import PPOConfig
-from trainer.devices import forward_autocast, set_matmul_precision
+from trainer.devices import HostStaging, forward_autocast, set_matmul_precision
 from trainer.episode import EpisodeChunk
 from trainer.module import PPOModule
 from trainer.optim import EagerAdam
@@ -191,6 +191,7 @@ class PPOLearner:
                 self.module, device_ids=[self.device.index] if self.device.type == "cuda" else None
             )
         self._image_obs = len(observation_space.shape) == 3
+        self._staging = HostStaging(self.device)  # the batch's observations, kept across updates
         self.optimizer = EagerAdam(
             self.module.parameters(), lr=config.lr, eps=_ADAM_EPS, fused=True
         )
@@ -214,6 +215,7 @@ class PPOLearner:
             normalize_advantages=cfg.normalize_advantages,
             device=self.device,
             value_rows_per_pass=_IMAGE_VALUE_ROWS if self._image_obs else None,
+            staging=self._staging,
         )
         t1 = time.perf_counter()
         lr = self._set_lr(env_steps)

@@ -119,9 +119,10 @@ def test_runner_frames_layout_raw_returns_and_clipped_learning_rewards() -> None
 
 
 def test_env_threads_follow_the_runners_cores(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert env_threads(3.0, 2, in_actor=True) == 3
-    assert env_threads(0.5, 2, in_actor=True) == 1
-    assert env_threads(1.0, 1, in_actor=False) == max(1, usable_cores() - 1)
+    assert env_threads(3.0, in_actor=True) == 3
+    assert env_threads(0.5, in_actor=True) == 1
+    assert env_threads(1.0, in_actor=False) == max(1, usable_cores() - 1)
+    assert env_threads(1.0, in_actor=False, overlap=True) == max(1, usable_cores() - 2)
     seen: dict[str, object] = {}
     real = env_runner_module.make_vector_env
 
@@ -133,8 +134,8 @@ def test_env_threads_follow_the_runners_cores(monkeypatch: pytest.MonkeyPatch) -
     config = PPOConfig(env_id="ALE/Pong-v5", num_envs_per_env_runner=2, num_cpus_per_env_runner=3)
     EnvRunner(config, worker_index=1).stop()  # a Ray actor's runner: the CPUs Ray reserved
     assert seen["num_threads"] == 3
-    EnvRunner(config, worker_index=0).stop()  # serial: the process's cores minus torch's
-    assert seen["num_threads"] == max(1, usable_cores() - config.torch_num_threads)
+    EnvRunner(config, worker_index=0).stop()  # serial: the cores minus the sampling thread
+    assert seen["num_threads"] == max(1, usable_cores() - 1)
 
 
 def test_one_ppo_iteration_with_the_atari_preset() -> None:
