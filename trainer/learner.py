@@ -324,6 +324,9 @@ class PPOLearner:
             "num_updates": self.num_updates,
             "num_steps_trained": self.num_steps_trained,
             "rng": self._rng.get_state(),
+            # Serial mode samples actions on this GPU from the process's CUDA generator: a
+            # resumed GPU run draws the same actions only with it restored.
+            **({"cuda_rng": torch.cuda.get_rng_state(self.device)} if self._on_gpu else {}),
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -334,6 +337,12 @@ class PPOLearner:
         self.num_steps_trained = int(state["num_steps_trained"])
         if "rng" in state:
             self._rng.set_state(state["rng"])
+        if "cuda_rng" in state and self._on_gpu:
+            torch.cuda.set_rng_state(state["cuda_rng"], self.device)
+
+    @property
+    def _on_gpu(self) -> bool:
+        return self.device.type == "cuda"
 
 
 def _to_cpu(obj: Any) -> Any:

@@ -64,13 +64,12 @@ class LearnerWorker:
     def setup(self, host: str, port: int) -> None:
         import torch.distributed as dist
 
-        use_gpu = self.config.num_gpus_per_learner > 0
         dist.init_process_group(
-            backend="nccl" if use_gpu else "gloo",
             init_method=f"tcp://{host}:{port}",
             rank=self.rank,
             world_size=self.world_size,
             timeout=_COLLECTIVE_TIMEOUT,
+            **process_group_options(self.config.num_gpus_per_learner),
         )
         self.learner = PPOLearner(
             self.config,
@@ -96,6 +95,23 @@ class LearnerWorker:
         if self.learner is None:
             raise RuntimeError("LearnerWorker.setup() has not run")
         return self.learner
+
+
+def process_group_options(num_gpus_per_learner: float) -> dict[str, Any]:
+    """Backend (and device) of the DDP group. nccl binds each rank to its GPU (device_id, so
+    its barrier does not guess cuda:<rank>); learners with a fraction of a GPU may share one,
+    which NCCL refuses (one rank per device), so they all-reduce through gloo."""
+    if num_gpus_per_learner < 1:
+        return {"backend": "gloo"}
+    import inspect
+
+    import torch
+    import torch.distributed as dist
+
+    options: dict[str, Any] = {"backend": "nccl"}
+    if "device_id" in inspect.signature(dist.init_process_group).parameters:
+        options["device_id"] = torch.device("cuda", 0)  # Ray narrows the visible GPUs
+    return options
 
 
 def _remote_worker_class() -> Any:
