@@ -31,7 +31,7 @@ def test_framework_errors_have_the_envelope(client: TestClient) -> None:
     wrong_method = client.delete("/api/v1/experiments")
     envelope(wrong_method, 405, "method_not_allowed")
     assert wrong_method.headers["allow"]
-    envelope(client.patch("/api/v1/experiments/1"), 405, "method_not_allowed")
+    envelope(client.put("/api/v1/experiments/1"), 405, "method_not_allowed")
     envelope(client.put("/api/v1/presets"), 405, "method_not_allowed")
 
 
