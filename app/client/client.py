@@ -154,15 +154,18 @@ class RolloutClient:
         *,
         status: str | Iterable[str] | None = None,
         tag: str | None = None,
+        tag_contains: str | None = None,
         name: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> ExperimentPage:
-        """One page, newest first; pass `page.next_cursor` back for the next one."""
+        """One page, newest first; pass `page.next_cursor` back for the next one. `tag` is
+        exact, `tag_contains` and `name` match a part (ignoring case)."""
         params: dict[str, Any] = {"limit": limit}
         if status:
             params["status"] = [status] if isinstance(status, str) else list(status)
-        for key, value in (("tag", tag), ("name", name), ("cursor", cursor)):
+        filters = (("tag", tag), ("tag_contains", tag_contains), ("name", name), ("cursor", cursor))
+        for key, value in filters:
             if value is not None:
                 params[key] = value
         return self._model(ExperimentPage, "GET", "/experiments", params=params)

@@ -45,7 +45,13 @@ def cmd_submit(args: argparse.Namespace, client: RolloutClient) -> int:
 
 
 def cmd_list(args: argparse.Namespace, client: RolloutClient) -> int:
-    page = client.list_experiments(status=args.status, tag=args.tag, limit=args.limit)
+    page = client.list_experiments(
+        status=args.status,
+        tag=args.tag,
+        tag_contains=args.tag_contains,
+        name=args.name,
+        limit=args.limit,
+    )
     print(f"{'ID':>5}  {'STATUS':<10} {'PROGRESS':>8}  {'STEPS':>10}  {'RETURN':>8}  NAME")
     for e in page.items:
         print(
@@ -219,7 +225,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
     lst = add("list", cmd_list, "list experiments, newest first")
     lst.add_argument("--status")
-    lst.add_argument("--tag")
+    lst.add_argument("--tag", help="exactly this tag")
+    lst.add_argument("--tag-contains", metavar="PART", help="a tag containing this (any case)")
+    lst.add_argument("--name", metavar="PART", help="a name containing this (any case)")
     lst.add_argument("--limit", type=int, default=50)
 
     show = add("show", cmd_show, "an experiment's state and status timeline")

@@ -94,16 +94,26 @@ def list_experiments(
     session: SessionDep,
     status_: Annotated[list[str] | None, Query(alias="status")] = None,
     tag: Annotated[NoNulStr | None, Query(max_length=200)] = None,
+    tag_contains: Annotated[
+        NoNulStr | None, Query(max_length=200, description="Part of a tag, ignoring case.")
+    ] = None,
     name: Annotated[
         NoNulStr | None, Query(max_length=200, description="Substring of the name.")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: str | None = None,
 ) -> ExperimentPage:
-    """Newest first, filtered by status (repeatable or comma-separated), tag, name."""
+    """Newest first, filtered by status (repeatable or comma-separated), tag (exact) or part
+    of a tag, part of the name."""
     statuses = service.parse_statuses(status_ or [])
     items, next_cursor = service.list_experiments(
-        session, status=statuses, tag=tag, name=name, limit=limit, cursor=cursor
+        session,
+        status=statuses,
+        tag=tag,
+        tag_contains=tag_contains,
+        name=name,
+        limit=limit,
+        cursor=cursor,
     )
     return ExperimentPage(items=[to_public(e) for e in items], next_cursor=next_cursor)
 

@@ -99,11 +99,13 @@ def list_experiments(
     *,
     status: list[ExperimentStatus] | None = None,
     tag: str | None = None,
+    tag_contains: str | None = None,
     name: str | None = None,
     limit: int = 50,
     cursor: str | None = None,
 ) -> tuple[list[Experiment], str | None]:
-    """Newest first; the cursor is the id of the last item of the previous page."""
+    """Newest first; the cursor is the id of the last item of the previous page. `tag` is an
+    exact tag; `tag_contains` and `name` match a part, ignoring case."""
     stmt = select(Experiment).order_by(Experiment.id.desc()).limit(limit + 1)
     if status:
         stmt = stmt.where(Experiment.status.in_(status))
@@ -111,14 +113,27 @@ def list_experiments(
         stmt = stmt.where(
             exists().where(ExperimentTag.experiment_id == Experiment.id, ExperimentTag.tag == tag)
         )
+    if tag_contains:
+        part = _like_pattern(tag_contains)
+        stmt = stmt.where(
+            exists().where(
+                ExperimentTag.experiment_id == Experiment.id,
+                ExperimentTag.tag.ilike(part, escape="\\"),
+            )
+        )
     if name:
-        escaped = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        stmt = stmt.where(Experiment.name.ilike(f"%{escaped}%", escape="\\"))
+        stmt = stmt.where(Experiment.name.ilike(_like_pattern(name), escape="\\"))
     if cursor:
         stmt = stmt.where(Experiment.id < _parse_cursor(cursor))
     rows = list(session.scalars(stmt))
     next_cursor = str(rows[limit - 1].id) if len(rows) > limit else None
     return rows[:limit], next_cursor
+
+
+def _like_pattern(part: str) -> str:
+    """`%part%` with LIKE's own characters escaped (backslash as the escape)."""
+    escaped = part.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
 
 
 def _parse_cursor(cursor: str) -> int:

@@ -185,3 +185,12 @@ def test_metrics_export_has_every_point_as_csv_and_json(
     body = json.loads(out.read_text())
     assert body["experiment_id"] == exp["id"] and sorted(body["series"]) == names.split(",")
     assert body["series"]["episode_return_mean"]["step"] == [100 * i for i in range(1, 11)]
+
+
+def test_list_filters_by_part_of_a_tag_and_of_the_name(rollout, create_experiment, capsys):
+    create_experiment("lr sweep a", tags=["Baseline"])
+    create_experiment("lr sweep b", tags=["tuned"])
+    create_experiment("other", tags=["baseline-2"])
+    assert rollout("list", "--tag-contains", "base", "--name", "SWEEP") == 0
+    rows = capsys.readouterr().out.splitlines()[1:]
+    assert [row.split()[-1] for row in rows] == ["a"], rows

@@ -103,6 +103,22 @@ def test_name_filter_treats_wildcards_literally(client, create_experiment):
     assert [e["name"] for e in items] == ["100% done"]
 
 
+def test_tag_contains_matches_part_of_a_tag_ignoring_case(client, create_experiment):
+    create_experiment("a", tags=["Baseline-v2"])
+    create_experiment("b", tags=["tuned", "base_x"])
+    create_experiment("c", tags=["other"])
+
+    def names(part: str) -> list[str]:
+        page = client.get("/api/v1/experiments", params={"tag_contains": part}).json()
+        return sorted(e["name"] for e in page["items"])
+
+    assert names("BASE") == ["a", "b"]
+    assert names("line-V") == ["a"]
+    assert names("e_") == ["b"]  # LIKE's `_` is literal
+    assert names("nope") == []
+    assert client.get("/api/v1/experiments", params={"tag": "base"}).json()["items"] == []
+
+
 def test_stop_pending_ends_it_at_once(client, create_experiment):
     exp = create_experiment()
     stopped = client.post(f"/api/v1/experiments/{exp['id']}/stop").json()
