@@ -155,3 +155,17 @@ def test_bad_user_fields_are_named_by_their_path() -> None:
     assert [e["loc"] for e in info.value.errors()] == [("preset",)]
     with pytest.raises(ValidationError):
         resolve_config({"env_id": 5})
+
+
+@pytest.mark.parametrize(
+    ("env_id", "weight"),
+    [
+        ("ALE/Pong-v5", 0.25),  # CleanRL vf_coef 0.5 on 0.5 * MSE
+        ("MountainCarContinuous-v0", 0.25),  # the CleanRL continuous settings
+        ("HalfCheetah-v5", 0.25),
+        ("LunarLander-v3", 0.5),  # rl-zoo: SB3 weighs the MSE itself, as PPOConfig does
+        ("Pendulum-v1", 0.5),
+    ],
+)
+def test_value_loss_weight_follows_the_sources_convention(env_id: str, weight: float) -> None:
+    assert resolve_config({"env_id": env_id}).config.vf_loss_coeff == weight
