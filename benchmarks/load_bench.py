@@ -29,6 +29,8 @@ up": a lagging client) are reconnected with since_step and reported separately.
 
     .venv/bin/python -m benchmarks.load_bench --workers 2 --experiments 20 --ws-clients 100 \\
         --query-rate 50 --duration 60 --write docs/benchmarks.md
+
+`--viewers N` measures something else: N viewers of one experiment (benchmarks/load_viewers.py).
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ class Plan:
     checkpoint_bytes: int
     start_at: float = 0.0  # time.monotonic() of the measured start (set by the gate)
     end_at: float = 0.0
+    start_k: int = 0  # iterations each job has already reported (a preloaded backlog)
 
 
 @dataclass
@@ -121,15 +124,15 @@ async def _job(plan: Plan, index: int, result: Result) -> None:
     # Real jobs start at different times: each iterates on its own phase, not in lockstep with
     # the others (20 jobs ticking at the same instant would be a burst no real cluster sends).
     start_at = plan.start_at + rng.random() / plan.rate
-    k = 0
+    k = plan.start_k
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:
         while True:
             now = time.monotonic()
             if now >= plan.end_at:
                 break
-            due = math.floor((now - start_at) * plan.rate) + 1
+            due = plan.start_k + math.floor((now - start_at) * plan.rate) + 1
             if due <= k:
-                await asyncio.sleep(start_at + k / plan.rate - now)
+                await asyncio.sleep(start_at + (k - plan.start_k) / plan.rate - now)
                 continue
             sent_at = time.monotonic()
             rows = [
@@ -689,9 +692,29 @@ def main() -> None:
         help="websocket client processes (besides one "
         "process each for the jobs, the query storm and the /health probe)",
     )
+    parser.add_argument(
+        "--viewers",
+        type=int,
+        default=0,
+        help="viewers mode (benchmarks/load_viewers.py): this many websocket viewers of one "
+        "running experiment with a backlog, on one SQLite service",
+    )
+    parser.add_argument(
+        "--backlog-steps", type=int, default=2891, help="viewers mode: backlog rows"
+    )
     parser.add_argument("--database-url", help="default: a fresh database on 127.0.0.1:5432")
     parser.add_argument("--write", type=Path, help="update this markdown file's Load section")
     args = parser.parse_args()
+    if args.viewers:
+        from benchmarks import load_viewers
+
+        summary = load_viewers.run(args)
+        section = load_viewers.markdown(args, summary)
+        print(json.dumps(summary, indent=2))
+        print(section)
+        if args.write:
+            load_viewers.write(args.write, section)
+        raise SystemExit(1 if summary["errors"] else 0)
     if args.database_url:
         summary = run(args, args.database_url)
     else:
