@@ -9,7 +9,10 @@ stopped (their periodic checkpoints stay available for a resume).
 An API process that dies without shutting down (SIGKILL, OOM) leaves its head and jobs running.
 The head is recorded in the data dir (app/jobs/head_state.py), so the next start adopts it and
 its jobs carry on, or, when it cannot be adopted, stops it with its jobs before their
-experiments are marked failed: no job keeps writing behind a terminal status.
+experiments are marked failed: no job keeps writing behind a terminal status. The record lists
+every process below the head, job drivers included (refreshed every RECORD_EVERY_S while the
+service runs): a driver outlives a killed head (Ray starts it in a session of its own), and
+only its recorded pid (with its start time, so never a reused pid) finds it again.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from app.jobs.head_state import HeadRecord
 from app.jobs.launcher import RayJobLauncher, RayUnavailable
 from app.jobs.ray_head import (
     LocalRayHead,
+    alive,
     apply_ray_env,
     descendants,
     kill_if_alive,
@@ -53,6 +57,10 @@ MAX_RAY_TEMP_DIR_LEN = 35
 DEFAULT_STOP_GRACE_S = 60.0
 # How long a head left by an earlier API process gets to answer before it is stopped instead.
 ADOPT_TIMEOUT_S = 15.0
+# How often the head record is brought up to date with the processes below the head.
+RECORD_EVERY_S = 1.0
+# How long the drivers of a lost head get to exit after their SIGKILL.
+LOST_DRIVERS_TIMEOUT_S = 10.0
 
 
 class JobsRuntime:
@@ -76,6 +84,8 @@ class JobsRuntime:
         self.launcher: RayJobLauncher | None = None
         self.reconciler: Reconciler | None = None
         self._task: asyncio.Task[None] | None = None
+        self._record_task: asyncio.Task[None] | None = None
+        self._recorded: dict[int, int] = {}
         self._temp_dir: Path | None = None  # a /tmp dir we made for the head, removed at stop
         self._fresh_head = False  # started by us now (not adopted): worth warming up
         self.warmup: HeadWarmup | None = None
@@ -108,6 +118,8 @@ class JobsRuntime:
             self.settings, self.sessionmaker, self.launcher, interval_s=self.interval_s
         )
         self._task = asyncio.create_task(self.reconciler.run(), name="rollout-reconciler")
+        if self.head is not None:
+            self._record_task = asyncio.create_task(self._keep_record(), name="rollout-head")
         if self._fresh_head and self.settings.ray_warmup:
             self.warmup = HeadWarmup(self.launcher)
             self.warmup.start()
@@ -173,20 +185,24 @@ class JobsRuntime:
         else:
             # The leader is gone; daemons it left behind in its process group go too (a job
             # driver notices its supervisor is gone and stops by itself).
-            await asyncio.to_thread(kill_if_alive, head_state.leftovers(record))
             reason = (
                 "its job ran on the service's local Ray head, which ended while the service "
                 "was down"
             )
+        await self._end_lost_experiments(reason, record)
         if record.owned_temp:
             shutil.rmtree(record.temp_dir, ignore_errors=True)
         head_state.clear(data_dir)
-        await self._end_lost_experiments(reason)
         return None
 
-    def _record_head(self) -> None:
+    def _record_head(self, processes: dict[int, int] | None = None) -> None:
+        """Write the head record; `processes` (pid -> start time of everything below the head,
+        job drivers included) defaults to what is there now."""
         head = self.head
         assert head is not None and head.pid is not None
+        if processes is None:
+            processes = descendants(head.pid)
+        self._recorded = processes
         me = os.getpid()
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         head_state.save(
@@ -201,12 +217,44 @@ class JobsRuntime:
                 owned_temp=self._temp_dir is not None,
                 owner_pid=me,
                 owner_started=proc_start_time(me) or 0,
-                daemons={str(pid): started for pid, started in descendants(head.pid).items()},
+                daemons={str(pid): started for pid, started in processes.items()},
             ),
         )
 
-    async def _end_lost_experiments(self, reason: str) -> None:
-        """Experiments whose jobs went with a head that is now stopped or gone."""
+    async def _keep_record(self) -> None:
+        """Keep the head record's process list current (drivers come and go with jobs), so a
+        later start can stop the drivers of a head that died with this service."""
+        while True:
+            await asyncio.sleep(RECORD_EVERY_S)
+            head = self.head
+            if head is None or head.pid is None:
+                return
+            try:
+                processes = await asyncio.to_thread(descendants, head.pid)
+                if processes and processes != self._recorded:
+                    await asyncio.to_thread(self._record_head, processes)
+            except Exception:
+                log.exception("could not update the Ray head record")
+
+    async def _end_lost_experiments(self, reason: str, record: HeadRecord) -> None:
+        """Experiments whose jobs went with a head that is now stopped or gone.
+
+        Their drivers may still run (a driver outlives its head, in a session of its own):
+        every process the record lists (or that is below one) is SIGKILLed and awaited FIRST,
+        so the JSONL copies are complete when they are salvaged and nothing writes behind the
+        final status."""
+        processes = await asyncio.to_thread(head_state.leftovers, record)
+        if processes:
+            log.warning(
+                "stopping %d processes left by the lost Ray head (pid %d): %s",
+                len(processes),
+                record.pid,
+                sorted(processes),
+            )
+            await asyncio.to_thread(kill_if_alive, processes, LOST_DRIVERS_TIMEOUT_S)
+            survivors = alive(processes)
+            if survivors:
+                log.error("processes %s of the lost Ray head did not exit", survivors)
 
         def end_all(session: Session) -> list[int]:
             rows = session.scalars(select(Experiment).where(Experiment.status.in_(ACTIVE)))
@@ -228,11 +276,12 @@ class JobsRuntime:
     async def stop(self) -> None:
         if self.warmup is not None:
             await self.warmup.stop()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        for task in (self._task, self._record_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._record_task = None
         if self.head is not None:
             await self._end_local_experiments()
             await asyncio.to_thread(self.head.stop)
