@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Atari benchmark on the GPU benchmark machine, in one command (repository root):
 #
-#   bash benchmarks/device/run_atari.sh [benchmarks/atari.py arguments, e.g. --seconds 330]
+#   bash benchmarks/device/run_atari.sh [benchmarks/atari.py arguments, e.g. --seconds 270]
 #
 # That machine has torch and numpy but not gymnasium, ale-py, pydantic or Ray. What is missing
 # is installed from the wheels in .whl/ (benchmarks/device/fetch_wheels.sh) into a --target dir
@@ -88,6 +88,13 @@ cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
 print(f"python {sys.version.split()[0]}, torch {torch.__version__} ({cuda}), "
       f"gymnasium {gymnasium.__version__}, ale-py {ale_py.__version__}, pydantic {pydantic.VERSION}, "
       f"{os.cpu_count()} cores")
+if torch.cuda.is_available():
+    import subprocess
+
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True, check=False).stdout.strip()
+    print(f"CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
+          f"driver {smi or 'unknown (no nvidia-smi)'}")
 if not torch.cuda.is_available() and os.environ.get("ROLLOUT_ALLOW_CPU") != "1":
     sys.exit("run_atari.sh: no CUDA device; set ROLLOUT_ALLOW_CPU=1 to run on the CPU anyway")
 PY
