@@ -42,8 +42,8 @@ from app.metrics.service import metrics_message_between
 from app.presets.router import router as presets
 from app.references.router import router as references
 from app.sweeps.router import router as sweeps
+from trainer.wire import API_PREFIX
 
-API_PREFIX = "/api/v1"
 SWAGGER_UI_PATH = "/swagger-ui"
 # The routes whose body is a file streamed to disk: they get settings.max_upload_bytes.
 UPLOAD_ROUTES = (

@@ -384,12 +384,6 @@ class PPOConfig(_Frozen):
         return self.train_batch_size_per_learner * max(1, self.num_learners)
 
     @property
-    def rollout_fragment_length(self) -> int:
-        """Steps each sub-env takes per iteration so that all runners fill the batch."""
-        envs = self.num_envs_per_env_runner * max(1, self.num_env_runners)
-        return max(1, math.ceil(self.total_train_batch_size / envs))
-
-    @property
     def ray_cpus(self) -> float:
         """CPUs the Ray actors of this experiment reserve (the driver not included)."""
         return (

@@ -33,9 +33,9 @@ from app.metrics.schemas import MetricNames, Series, SeriesResponse
 from app.presets.schemas import PresetList, ResolvedConfig
 from app.references.schemas import ReferenceCurves, ReferenceList
 from app.sweeps.schemas import SweepDetail, SweepList, SweepMetrics
+from trainer.wire import API_PREFIX
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-API_PREFIX = "/api/v1"
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 CheckpointRef = Literal["best", "latest"] | int | str
 # An export asks for few series at once, so each gets a large share of a response's points.

@@ -20,7 +20,7 @@ import logging
 import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -71,11 +71,6 @@ class EvaluationQueue:
     @property
     def reserved_gpus(self) -> float:
         return sum(s.resources.gpus for s in self.active)
-
-
-class Queued(Protocol):
-    id: int
-    created_at: dt.datetime
 
 
 def oldest_first(*queues: Iterable[Any]) -> list[Any]:

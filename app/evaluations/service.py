@@ -29,10 +29,9 @@ from app.evaluations.schemas import (
 )
 from app.experiments import service as experiments
 from app.live.topics import experiment_topic
-from trainer.wire import EpisodeResult, VideoMeta
+from trainer.wire import API_PREFIX, EpisodeResult, VideoMeta
 
 E = EvaluationStatus
-API_PREFIX = "/api/v1"
 
 
 # --- queries ----------------------------------------------------------------------------------

@@ -27,11 +27,6 @@ class ExperimentStatus(enum.StrEnum):
     def is_finished(self) -> bool:
         return self in FINISHED
 
-    @property
-    def is_active(self) -> bool:
-        """A Ray job may exist for it (submitted and not yet ended)."""
-        return self in (ExperimentStatus.running, ExperimentStatus.stopping)
-
 
 S = ExperimentStatus
 FINISHED = frozenset({S.succeeded, S.failed, S.stopped})

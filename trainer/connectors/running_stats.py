@@ -53,10 +53,3 @@ class RunningStats:
             np.asarray(d["mean"], np.float64),
             np.asarray(d["m2"], np.float64),
         )
-
-
-def merge_all(base: RunningStats, deltas: list[RunningStats]) -> RunningStats:
-    """Fold the per-runner deltas (data seen since the last sync) into the global stats."""
-    for d in deltas:
-        base = base.merge(d)
-    return base
