@@ -20,9 +20,9 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
+from app.checkpoints.orphans import remove_orphans
 from app.checkpoints.router import job_router as checkpoints_jobs
 from app.checkpoints.router import router as checkpoints
-from app.checkpoints.sweep import sweep_orphans
 from app.core import system
 from app.core.body_limit import BodyLimitMiddleware, LargeBodyRoute
 from app.core.browser_guard import AllowedHosts, HostGuard, OriginGuard
@@ -98,7 +98,7 @@ def create_app(settings: Settings | None = None, *, server_gc: bool = False) -> 
             await asyncio.to_thread(listener.start)
         else:
             sessionmaker = make_sessionmaker(engine, hub, settings=settings)
-        await asyncio.to_thread(sweep_orphans, settings, sessionmaker)
+        await asyncio.to_thread(remove_orphans, settings, sessionmaker)
         app.state.engine = engine
         app.state.hub = hub
         app.state.sessionmaker = sessionmaker

@@ -5,7 +5,7 @@ renamed to its final name inside the transaction that records its row; every fai
 removes both. Final names carry a random suffix, so a failed re-upload of an iteration can never
 remove (or overwrite) the archive a committed row points to. What a crash still leaves behind
 (a temp file, an archive whose row never committed, the directory of a deleted experiment) is
-removed by `app.checkpoints.sweep` at the next start.
+removed by `app.checkpoints.orphans` at the next start.
 
 Space is checked before an upload (from its Content-Length) and while it streams, against
 `max_storage_bytes` (archives kept plus uploads in flight, counted on disk, so several API

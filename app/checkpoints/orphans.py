@@ -1,9 +1,9 @@
-"""The start-up sweep: remove files under the data dir that no database row accounts for.
+"""At start-up, remove files under the data dir that no database row accounts for.
 
 Uploads are atomic from the outside (temp file, row, rename, in one transaction), but a crash
 can still leave a temp file, an archive whose row never committed, an archive a committed
 replacement made stale, or the directories of an experiment deleted while its job or an upload
-was still writing. Each API process sweeps at start-up; only entries untouched for `grace_s`
+was still writing. Each API process does this at start-up; only entries untouched for `grace_s`
 go, so an upload in flight in another API process on the same data dir is never disturbed.
 """
 
@@ -59,7 +59,7 @@ def _known(sessionmaker: SessionMaker) -> tuple[set[int], set[str]]:
     return ids, paths
 
 
-def sweep_orphans(
+def remove_orphans(
     settings: Settings, sessionmaker: SessionMaker, *, grace_s: float = ORPHAN_GRACE_S
 ) -> SweepReport:
     """Remove orphaned checkpoint files and directories, and job dirs of deleted experiments."""
