@@ -22,6 +22,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     ROLLOUT_PORT=8000
 WORKDIR /srv/rollout
 
+# EGL (Mesa) so that evaluation videos of MuJoCo envs render without a display (MUJOCO_GL=egl).
+RUN apt-get update -q \
+    && apt-get install -y -q --no-install-recommends libegl1 libegl-mesa0 libopengl0 \
+    && rm -rf /var/lib/apt/lists/*
+
 # torch first, from the CPU index: the default index pulls a multi-GB CUDA build.
 RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
 

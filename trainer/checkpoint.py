@@ -27,7 +27,14 @@ import numpy as np
 import torch
 
 from trainer.config import PPOConfig
-from trainer.video import VideoInfo, VideoLimits, VideoWriter, plan_frame_step
+from trainer.video import (
+    VideoInfo,
+    VideoLimits,
+    VideoWriter,
+    headless_rendering,
+    plan_frame_step,
+    rendering_hint,
+)
 
 if TYPE_CHECKING:
     from trainer.algorithm import PPO
@@ -343,6 +350,8 @@ def evaluate(
     """
     import gymnasium as gym
 
+    if video is not None:
+        headless_rendering()  # before the first env: MuJoCo reads MUJOCO_GL on import
     policy = load_policy(path)
     torch.manual_seed(seed)
     config = policy.config
@@ -408,8 +417,7 @@ class _Recording:
         import gymnasium as gym
 
         limits = limits or VideoLimits()
-        # Frames are rendered to arrays; SDL (pygame's classic-control renderer) needs no display.
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        headless_rendering()
         try:
             env = gym.make(env_id, **{**env_config, "render_mode": "rgb_array"})
         except Exception as exc:
@@ -447,7 +455,9 @@ class _Recording:
                 self._stop()  # full: the rest of the episode is not rendered
         except Exception as exc:
             at = self.writer.source_frames
-            self.message = f"rendering failed at frame {at}: {type(exc).__name__}: {exc}"
+            self.message = (
+                f"rendering failed at frame {at}: {type(exc).__name__}: {exc}{rendering_hint(exc)}"
+            )
             self.writer.discard()
             self.writer = None
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -263,3 +264,26 @@ def probe(path: Path) -> dict[str, Any]:
         width, height = stream.codec_context.width, stream.codec_context.height
         rate = float(stream.average_rate or stream.guessed_rate or 0)
     return {"frames": frames, "width": width, "height": height, "codec": codec, "fps": rate}
+
+
+# MuJoCo picks its OpenGL platform when it is first imported: GLFW (its default) needs a
+# display, EGL renders off-screen on the GPU or through Mesa, OSMesa in software.
+HEADLESS_MUJOCO_GL = "egl"
+
+
+def headless_rendering() -> None:
+    """Render to arrays without a display: SDL (pygame: classic control, Box2D) with its dummy
+    driver, MuJoCo through EGL. Called before the first env is made; a value the user set wins."""
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("MUJOCO_GL", HEADLESS_MUJOCO_GL)
+
+
+def rendering_hint(exc: BaseException) -> str:
+    """What to do about a render failure, where one is known (MuJoCo without an OpenGL)."""
+    if "OpenGL" in str(exc) or type(exc).__module__.startswith("mujoco"):
+        return (
+            f" (MuJoCo renders headless through MUJOCO_GL=egl, the default here, or "
+            f"MUJOCO_GL=osmesa; this process has MUJOCO_GL={os.environ.get('MUJOCO_GL')!r}: "
+            "install libEGL (Debian: libegl1) or OSMesa (libosmesa6))"
+        )
+    return ""
