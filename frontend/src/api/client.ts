@@ -91,6 +91,8 @@ function query(params: Record<string, string | number | null | undefined>): stri
 export interface ListFilter {
   status?: string;
   tag?: string;
+  /** Part of a tag, ignoring case. */
+  tag_contains?: string;
   name?: string;
   limit?: number;
   cursor?: string | null;

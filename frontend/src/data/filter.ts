@@ -8,10 +8,12 @@ export interface Filter {
   name: string;
 }
 
-/** Exact status, exact tag, case-insensitive name substring; empty means "any". */
+/** Exact status, case-insensitive tag and name substrings (the server's `tag_contains` and
+ * `name`); empty means "any". */
 export function matches(exp: Experiment, f: Filter): boolean {
   if (f.status && exp.status !== f.status) return false;
-  if (f.tag && !exp.tags.includes(f.tag)) return false;
+  const tag = f.tag.toLowerCase();
+  if (tag && !exp.tags.some((t) => t.toLowerCase().includes(tag))) return false;
   if (f.name && !exp.name.toLowerCase().includes(f.name.toLowerCase())) return false;
   return true;
 }

@@ -24,7 +24,7 @@ export function mountList(root: HTMLElement, query: URLSearchParams): () => void
   let loadSeq = 0;
 
   const statusSel = el("select", { name: "status", "aria-label": "Filter by status" }, el("option", { value: "" }, "any status"), STATUSES.map((s) => el("option", { value: s }, s)));
-  const tagInput = el("input", { name: "tag", type: "search", placeholder: "tag", "aria-label": "Filter by tag", value: filter.tag });
+  const tagInput = el("input", { name: "tag", type: "search", placeholder: "tag contains…", "aria-label": "Filter by tag", value: filter.tag });
   const nameInput = el("input", { name: "name", type: "search", placeholder: "name contains…", "aria-label": "Filter by name", value: filter.name });
   statusSel.value = filter.status;
   let headers: HTMLElement[] = [];
@@ -191,7 +191,7 @@ export function mountList(root: HTMLElement, query: URLSearchParams): () => void
   async function load(reset: boolean): Promise<void> {
     const seq = ++loadSeq;
     try {
-      const page = await api.list({ status: filter.status, tag: filter.tag, name: filter.name, limit: PAGE, cursor: reset ? null : cursor });
+      const page = await api.list({ status: filter.status, tag_contains: filter.tag, name: filter.name, limit: PAGE, cursor: reset ? null : cursor });
       if (seq !== loadSeq) return;
       errorBox.hidden = true;
       if (reset) {
