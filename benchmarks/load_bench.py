@@ -55,6 +55,8 @@ from typing import Any
 
 import httpx
 
+from benchmarks.docs_section import write_section
+
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- load_bench:start -->", "<!-- load_bench:end -->"
 METRICS_PER_ROW = 30
@@ -651,16 +653,9 @@ def _storm_words(args: argparse.Namespace) -> str:
 
 
 def write(path: Path, section: str) -> None:
-    text_ = path.read_text() if path.exists() else "# Benchmarks\n"
-    if START in text_ and END in text_:
-        before, rest = text_.split(START, 1)
-        text_ = before + section + rest.split(END, 1)[1]
-    elif "<!-- service_bench:end -->" in text_:
-        before, after = text_.split("<!-- service_bench:end -->", 1)
-        text_ = before + "<!-- service_bench:end -->\n\n" + section + after
-    else:
-        text_ = text_.rstrip("\n") + "\n\n## Service\n\n" + section + "\n"
-    path.write_text(text_)
+    write_section(
+        path, START, END, section, anchor="<!-- service_bench:end -->", heading="## Service"
+    )
 
 
 def main() -> None:

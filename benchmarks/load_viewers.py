@@ -35,6 +35,7 @@ from typing import Any
 import httpx
 
 from benchmarks import load_bench as lb
+from benchmarks.docs_section import write_section
 
 START, END = "<!-- load_bench:viewers:start -->", "<!-- load_bench:viewers:end -->"
 SLOWLORIS = 30
@@ -321,13 +322,4 @@ def markdown(args: argparse.Namespace, s: dict[str, Any]) -> str:
 
 
 def write(path: Path, section: str) -> None:
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    if START in text and END in text:
-        before, rest = text.split(START, 1)
-        text = before + section + rest.split(END, 1)[1]
-    elif lb.END in text:
-        before, after = text.split(lb.END, 1)
-        text = before + lb.END + "\n\n" + section + after
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(text)
+    write_section(path, START, END, section, anchor=lb.END, heading="## Service")

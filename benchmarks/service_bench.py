@@ -38,6 +38,7 @@ from app.experiments import service as experiments
 from app.experiments.models import Experiment
 from app.experiments.schemas import ExperimentCreate
 from app.metrics.service import upsert_points
+from benchmarks.docs_section import write_section
 from tests.serve_process import rollout_serve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -256,17 +257,7 @@ def markdown(results: dict[str, dict[str, float]]) -> str:
 
 
 def write(path: Path, section: str) -> None:
-    text_ = path.read_text() if path.exists() else "# Benchmarks\n"
-    if START in text_ and END in text_:
-        before, rest = text_.split(START, 1)
-        after = rest.split(END, 1)[1]
-        text_ = before + section + after
-    elif "\n## Service\n" in text_:
-        before, after = text_.split("\n## Service\n", 1)
-        text_ = before + "\n## Service\n\n" + section + "\n" + after
-    else:
-        text_ = text_.rstrip("\n") + "\n\n## Service\n\n" + section + "\n"
-    path.write_text(text_)
+    write_section(path, START, END, section, anchor="## Service", heading="## Service")
 
 
 def main() -> None:
