@@ -416,8 +416,7 @@ class _Recording:
     ) -> _Recording:
         import gymnasium as gym
 
-        limits = limits or VideoLimits()
-        headless_rendering()
+        limits = limits or VideoLimits()  # evaluate() has set up headless rendering
         try:
             env = gym.make(env_id, **{**env_config, "render_mode": "rgb_array"})
         except Exception as exc:
