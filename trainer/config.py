@@ -42,6 +42,10 @@ MAX_GPUS_PER_LEARNER = 16.0  # more than any one node has (8 is usual)
 # env_config is free-form JSON handed to gymnasium.make: bounded in depth so that nothing
 # recursive (the database's JSON, pydantic, the trainer) ever meets a pathological value.
 MAX_ENV_CONFIG_DEPTH = 16
+# exp(-10) ~ 4.5e-5 and exp(2) ~ 7.4: beyond them the initial Gaussian is either deterministic
+# or wider than any action bound.
+MIN_LOG_STD_INIT = -10.0
+MAX_LOG_STD_INIT = 2.0
 
 
 class _Frozen(BaseModel):
@@ -70,6 +74,24 @@ class ModelConfig(_Frozen):
     vf_share_layers: bool = Field(
         default=False,
         description="Share the encoder between policy and value heads (separate is more robust).",
+    )
+    ortho_init: bool = Field(
+        default=True,
+        description=(
+            "Orthogonal initialisation (gain sqrt(2) for hidden layers, 0.01 for the policy head, "
+            "1 for the value head) as SB3 and CleanRL do; false keeps PyTorch's default init, "
+            "as rl-zoo's tuned MuJoCo entries ask with ortho_init=False."
+        ),
+    )
+    log_std_init: float = Field(
+        default=0.0,
+        ge=MIN_LOG_STD_INIT,
+        le=MAX_LOG_STD_INIT,
+        description=(
+            "Initial log standard deviation of the Gaussian policy (continuous actions only; "
+            "the std is a learned parameter, independent of the observation). 0 is std 1; "
+            "rl-zoo's MuJoCo entries start at -2 (std 0.14)."
+        ),
     )
     cnn_channels: tuple[int, ...] = Field(
         default=(32, 64, 64),

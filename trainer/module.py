@@ -72,9 +72,11 @@ _CNN_DENSE = 512
 _CRITIC_PREFIXES = ("vf_encoder.", "vf_head.")
 
 
-def _orthogonal(layer: nn.Module, gain: float) -> nn.Module:
-    nn.init.orthogonal_(layer.weight, gain)
-    nn.init.zeros_(layer.bias)
+def _init(layer: nn.Module, gain: float, ortho: bool) -> nn.Module:
+    """Orthogonal weights with `gain` and zero biases, or PyTorch's default init (ortho=False)."""
+    if ortho:
+        nn.init.orthogonal_(layer.weight, gain)
+        nn.init.zeros_(layer.bias)
     return layer
 
 
@@ -91,7 +93,7 @@ class MLPEncoder(nn.Module):
         width = obs_dim
         for h in model.hidden_sizes:
             layers += [
-                _orthogonal(nn.Linear(width, h), math.sqrt(2)),
+                _init(nn.Linear(width, h), math.sqrt(2), model.ortho_init),
                 _ACTIVATIONS[model.activation](),
             ]
             width = h
@@ -116,7 +118,10 @@ class CNNEncoder(nn.Module):
         ch = in_ch
         for i, out_ch in enumerate(model.cnn_channels):
             k, s = _CNN_KERNELS[i] if i < len(_CNN_KERNELS) else (3, 1)
-            layers += [_orthogonal(nn.Conv2d(ch, out_ch, k, s), math.sqrt(2)), nn.ReLU()]
+            layers += [
+                _init(nn.Conv2d(ch, out_ch, k, s), math.sqrt(2), model.ortho_init),
+                nn.ReLU(),
+            ]
             ch = out_ch
         layers.append(nn.Flatten())
         self.conv = nn.Sequential(*layers)
@@ -126,7 +131,7 @@ class CNNEncoder(nn.Module):
             except RuntimeError as exc:
                 raise ValueError(f"image observations {shape} are too small for the CNN") from exc
         self.dense = nn.Sequential(
-            _orthogonal(nn.Linear(flat, _CNN_DENSE), math.sqrt(2)), nn.ReLU()
+            _init(nn.Linear(flat, _CNN_DENSE), math.sqrt(2), model.ortho_init), nn.ReLU()
         )
         self.out_dim = _CNN_DENSE
 
@@ -167,19 +172,19 @@ class PPOModule(nn.Module):
         self.pi_encoder = _make_encoder(observation_space, model)
         hidden = self.pi_encoder.out_dim
         if self.dist is distributions.Categorical:
-            self.pi_head = _orthogonal(nn.Linear(hidden, int(action_space.n)), 0.01)
+            self.pi_head = _init(nn.Linear(hidden, int(action_space.n)), 0.01, model.ortho_init)
             self.log_std: nn.Parameter | None = None
         else:
             action_dim = int(action_space.shape[0])
-            self.pi_head = _orthogonal(nn.Linear(hidden, action_dim), 0.01)
-            # State-independent log std (CleanRL / SB3 default), initial std 1.
-            self.log_std = nn.Parameter(torch.zeros(action_dim))
+            self.pi_head = _init(nn.Linear(hidden, action_dim), 0.01, model.ortho_init)
+            # State-independent log std (CleanRL / SB3), initial std exp(log_std_init).
+            self.log_std = nn.Parameter(torch.full((action_dim,), model.log_std_init))
         self.vf_encoder: nn.Module | None = None
         self.vf_head: nn.Linear | None = None
         if not inference_only:
             if not self.shared:
                 self.vf_encoder = _make_encoder(observation_space, model)
-            self.vf_head = _orthogonal(nn.Linear(hidden, 1), 1.0)
+            self.vf_head = _init(nn.Linear(hidden, 1), 1.0, model.ortho_init)
 
     # --- forward passes ----------------------------------------------------------------------
     def _pi_from_embedding(self, emb: torch.Tensor) -> torch.Tensor:

@@ -16,16 +16,23 @@ ent_coef -> entropy_coeff; vf_coef -> vf_loss_coeff (SB3: both weigh the MSE; Cl
 normalize (VecNormalize) -> normalize_observations + normalize_rewards; n_timesteps /
 total_timesteps -> stop.env_steps.
 
-Options the sources use that PPOConfig does not have are left out and said so in the entry's
-`note` (gSDE, log_std_init, ortho_init=False); such envs get their family's settings.
+policy_kwargs: log_std_init -> model.log_std_init, ortho_init -> model.ortho_init,
+activation_fn -> model.activation, net_arch=[dict(pi=P, vf=V)] with P == V -> model.hidden_sizes
+(separate encoders).
+
+rl-zoo entries are written here in rl-zoo's own keys, as ppo.yml has them, and translated by
+`from_zoo`, so an entry can be checked against the file line by line. Options the sources use
+that PPOConfig does not have (gSDE, clip_range schedules) are left out and said so in the entry's
+`note`.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-ZOO = "rl-baselines3-zoo hyperparams/ppo.yml"
+ZOO = "rl-baselines3-zoo hyperparams/ppo.yml (commit 00128b5d)"
 CLEANRL_CONTINUOUS = "CleanRL cleanrl/ppo_continuous_action.py defaults"
 # CleanRL's vf_coef weighs 0.5 * MSE (`v_loss = 0.5 * v_loss_max.mean()`); PPOConfig's
 # vf_loss_coeff weighs the MSE itself (SB3's convention), so a CleanRL entry's weight is halved.
@@ -48,8 +55,80 @@ SB3_PPO_DEFAULTS: dict[str, Any] = {
     "normalize_advantages": True,
     "normalize_observations": False,
     "normalize_rewards": False,
-    "model": {"hidden_sizes": [64, 64], "activation": "tanh", "vf_share_layers": False},
+    "model": {
+        "hidden_sizes": [64, 64],
+        "activation": "tanh",
+        "vf_share_layers": False,
+        "ortho_init": True,
+        "log_std_init": 0.0,
+    },
 }
+# rl-zoo's own defaults for keys an entry omits (rl_zoo3/exp_manager.py): one env, SB3's n_steps.
+_ZOO_N_ENVS = 1
+_SB3_N_STEPS = 2048
+_SB3_BATCH_SIZE = 64
+_ZOO_ACTIVATIONS = {"nn.Tanh": "tanh", "nn.ReLU": "relu"}
+
+
+def from_zoo(entry: dict[str, Any]) -> dict[str, Any]:
+    """PPOConfig values for one rl-zoo ppo.yml entry, given in rl-zoo's keys.
+
+    Keys PPOConfig cannot express (use_sde, sde_sample_freq, schedules other than a linear
+    learning rate, net_arch with different pi and vf widths) raise, so that an entry is either
+    ported exactly or not at all and said so.
+    """
+    entry = dict(entry)
+    if entry.pop("policy", "MlpPolicy") != "MlpPolicy":
+        raise ValueError("only rl-zoo's MlpPolicy entries are ported")
+    n_envs = int(entry.pop("n_envs", _ZOO_N_ENVS))
+    n_steps = int(entry.pop("n_steps", _SB3_N_STEPS))
+    values: dict[str, Any] = copy.deepcopy(SB3_PPO_DEFAULTS)
+    values["num_envs_per_env_runner"] = n_envs
+    values["train_batch_size_per_learner"] = n_envs * n_steps
+    # SB3 draws minibatches of batch_size from the rollout and a last, shorter one; a batch_size
+    # above the rollout is one minibatch of the whole rollout.
+    values["minibatch_size"] = min(int(entry.pop("batch_size", _SB3_BATCH_SIZE)), n_envs * n_steps)
+    values["stop"] = {"env_steps": int(entry.pop("n_timesteps"))}
+    normalize = entry.pop("normalize", False)
+    values["normalize_observations"] = values["normalize_rewards"] = bool(normalize)
+    lr = entry.pop("learning_rate", values["lr"])
+    if isinstance(lr, str):
+        if not lr.startswith("lin_"):
+            raise ValueError(f"learning_rate {lr!r}: only constant and lin_ schedules are known")
+        values["lr"], values["lr_schedule"] = float(lr[len("lin_") :]), "linear"
+    else:
+        values["lr"] = float(lr)
+    simple = {
+        "gamma": "gamma",
+        "gae_lambda": "gae_lambda",
+        "n_epochs": "num_epochs",
+        "ent_coef": "entropy_coeff",
+        "clip_range": "clip_param",
+        "max_grad_norm": "grad_clip",
+        "vf_coef": "vf_loss_coeff",
+    }
+    for zoo_key, field_name in simple.items():
+        if zoo_key in entry:
+            value = entry.pop(zoo_key)
+            if isinstance(value, str):
+                raise ValueError(f"{zoo_key} {value!r}: PPOConfig has no schedule for it")
+            values[field_name] = value
+    policy = dict(entry.pop("policy_kwargs", {}))
+    model = values["model"]
+    if "log_std_init" in policy:
+        model["log_std_init"] = float(policy.pop("log_std_init"))
+    if "ortho_init" in policy:
+        model["ortho_init"] = bool(policy.pop("ortho_init"))
+    if "activation_fn" in policy:
+        model["activation"] = _ZOO_ACTIVATIONS[policy.pop("activation_fn")]
+    if "net_arch" in policy:
+        (arch,) = policy.pop("net_arch")
+        if arch["pi"] != arch["vf"]:
+            raise ValueError(f"net_arch {arch}: separate encoders of one shape are supported")
+        model["hidden_sizes"] = list(arch["pi"])
+    if entry or policy:
+        raise ValueError(f"rl-zoo keys PPOConfig cannot express: {sorted({*entry, *policy})}")
+    return values
 
 
 @dataclass(frozen=True)
@@ -73,6 +152,17 @@ class Preset:
     note: str = ""
 
 
+def zoo_env(name: str, entry: dict[str, Any], *, left_out: tuple[str, ...] = ()) -> EnvSettings:
+    """An EnvSettings ported from rl-zoo's entry `name`, given verbatim; `left_out` names the
+    keys PPOConfig cannot express, which the note then lists."""
+    kept = {k: v for k, v in entry.items() if k not in left_out}
+    note = ""
+    if left_out:
+        dropped = ", ".join(f"{k}: {entry[k]}" for k in left_out)
+        note = f"left out (PPOConfig has no equivalent): {dropped}"
+    return EnvSettings(values=from_zoo(kept), source=f"{ZOO}: {name}", note=note)
+
+
 CLASSIC_CONTROL = Preset(
     name="classic_control",
     title="Classic control, discrete actions (CartPole, Acrobot, MountainCar)",
@@ -83,42 +173,41 @@ CLASSIC_CONTROL = Preset(
     values={},  # CartPole-v1 keeps exactly the defaults (its time-to-475 is a guarded benchmark)
     members=frozenset({"CartPole", "Acrobot", "MountainCar"}),
     envs={
-        "Acrobot": EnvSettings(
-            values={
-                **SB3_PPO_DEFAULTS,
-                "normalize_observations": True,
-                "normalize_rewards": True,
-                "num_envs_per_env_runner": 16,
-                "train_batch_size_per_learner": 16 * 256,
-                "num_epochs": 4,
-                "gamma": 0.99,
+        "Acrobot": zoo_env(
+            "Acrobot-v1",
+            {
+                "normalize": True,
+                "n_envs": 16,
+                "n_timesteps": 1e6,
+                "policy": "MlpPolicy",
+                "n_steps": 256,
                 "gae_lambda": 0.94,
-                "entropy_coeff": 0.0,
-                "stop": {"env_steps": 1_000_000},
-            },
-            source=f"{ZOO}: Acrobot-v1",
-        ),
-        "MountainCar": EnvSettings(
-            values={
-                **SB3_PPO_DEFAULTS,
-                "normalize_observations": True,
-                "normalize_rewards": True,
-                "num_envs_per_env_runner": 16,
-                "train_batch_size_per_learner": 16 * 16,
-                "num_epochs": 4,
                 "gamma": 0.99,
-                "gae_lambda": 0.98,
-                "entropy_coeff": 0.0,
-                "stop": {"env_steps": 1_000_000},
+                "n_epochs": 4,
+                "ent_coef": 0.0,
             },
-            source=f"{ZOO}: MountainCar-v0",
+        ),
+        "MountainCar": zoo_env(
+            "MountainCar-v0",
+            {
+                "normalize": True,
+                "n_envs": 16,
+                "n_timesteps": 1e6,
+                "policy": "MlpPolicy",
+                "n_steps": 16,
+                "gae_lambda": 0.98,
+                "gamma": 0.99,
+                "n_epochs": 4,
+                "ent_coef": 0.0,
+            },
         ),
     },
 )
 
 # CleanRL's continuous-control PPO: one env, 2048 steps, 32 minibatches, 10 epochs, annealed lr,
 # value clipping, observation AND reward normalisation (gymnasium NormalizeObservation /
-# NormalizeReward wrappers, both clipped to +-10 as our connectors do).
+# NormalizeReward wrappers, both clipped to +-10 as our connectors do). The settings of
+# continuous-control envs rl-zoo has no entry for.
 _CLEANRL_CONTINUOUS: dict[str, Any] = {
     "num_envs_per_env_runner": 1,
     "train_batch_size_per_learner": 2048,
@@ -136,9 +225,17 @@ _CLEANRL_CONTINUOUS: dict[str, Any] = {
     "normalize_advantages": True,
     "normalize_observations": True,
     "normalize_rewards": True,
-    "model": {"hidden_sizes": [64, 64], "activation": "tanh", "vf_share_layers": False},
+    "model": {
+        "hidden_sizes": [64, 64],
+        "activation": "tanh",
+        "vf_share_layers": False,
+        "ortho_init": True,
+        "log_std_init": 0.0,
+    },
     "stop": {"env_steps": 1_000_000},
 }
+
+_GSDE = ("use_sde", "sde_sample_freq")
 
 CLASSIC_CONTROL_CONTINUOUS = Preset(
     name="classic_control_continuous",
@@ -147,50 +244,66 @@ CLASSIC_CONTROL_CONTINUOUS = Preset(
     values=_CLEANRL_CONTINUOUS,
     members=frozenset({"Pendulum", "MountainCarContinuous"}),
     envs={
-        "Pendulum": EnvSettings(
-            values={
-                **SB3_PPO_DEFAULTS,
-                "num_envs_per_env_runner": 4,
-                "train_batch_size_per_learner": 4 * 1024,
-                "num_epochs": 10,
-                "gamma": 0.9,
+        "Pendulum": zoo_env(
+            "Pendulum-v1",
+            {
+                "n_envs": 4,
+                "n_timesteps": 1e5,
+                "policy": "MlpPolicy",
+                "n_steps": 1024,
                 "gae_lambda": 0.95,
-                "lr": 1e-3,
-                "clip_param": 0.2,
-                "entropy_coeff": 0.0,
-                "stop": {"env_steps": 100_000},
+                "gamma": 0.9,
+                "n_epochs": 10,
+                "ent_coef": 0.0,
+                "learning_rate": 1e-3,
+                "clip_range": 0.2,
+                "use_sde": True,
+                "sde_sample_freq": 4,
             },
-            source=f"{ZOO}: Pendulum-v1",
-            note=(
-                "rl-zoo explores with gSDE (use_sde, sde_sample_freq 4), which PPOConfig lacks; "
-                "the plain Gaussian policy comes close to rl-zoo's score in its budget "
-                "(docs/trainer.md)"
-            ),
+            left_out=_GSDE,
+        ),
+        "MountainCarContinuous": zoo_env(
+            "MountainCarContinuous-v0",
+            {
+                "normalize": True,
+                "n_envs": 1,
+                "n_timesteps": 20000,
+                "policy": "MlpPolicy",
+                "batch_size": 256,
+                "n_steps": 8,
+                "gamma": 0.9999,
+                "learning_rate": 7.77e-05,
+                "ent_coef": 0.00429,
+                "clip_range": 0.1,
+                "n_epochs": 10,
+                "gae_lambda": 0.9,
+                "max_grad_norm": 5,
+                "vf_coef": 0.19,
+                "use_sde": True,
+                "policy_kwargs": {"log_std_init": -3.29, "ortho_init": False},
+            },
+            left_out=("use_sde",),
         ),
     },
-    note=(
-        f"{ZOO} MountainCarContinuous-v0 needs gSDE and log_std_init -3.29, which PPOConfig "
-        "lacks; that env gets the family settings"
-    ),
 )
 
 _ZOO_LUNAR_LANDER: dict[str, Any] = {
-    **SB3_PPO_DEFAULTS,
-    "num_envs_per_env_runner": 16,
-    "train_batch_size_per_learner": 16 * 1024,
-    "minibatch_size": 64,
-    "num_epochs": 4,
-    "gamma": 0.999,
+    "n_envs": 16,
+    "n_timesteps": 1e6,
+    "policy": "MlpPolicy",
+    "n_steps": 1024,
+    "batch_size": 64,
     "gae_lambda": 0.98,
-    "entropy_coeff": 0.01,
-    "stop": {"env_steps": 1_000_000},
+    "gamma": 0.999,
+    "n_epochs": 4,
+    "ent_coef": 0.01,
 }
 
 BOX2D = Preset(
     name="box2d",
     title="Box2D (LunarLander, BipedalWalker, CarRacing)",
     source=f"{ZOO}: LunarLander-v2",
-    values=_ZOO_LUNAR_LANDER,
+    values=from_zoo(_ZOO_LUNAR_LANDER),
     members=frozenset(
         {
             "LunarLander",
@@ -201,30 +314,49 @@ BOX2D = Preset(
         }
     ),
     envs={
-        "LunarLanderContinuous": EnvSettings(
-            values=_ZOO_LUNAR_LANDER, source=f"{ZOO}: LunarLanderContinuous-v3"
-        ),
-        "BipedalWalker": EnvSettings(
-            values={
-                **SB3_PPO_DEFAULTS,
-                "normalize_observations": True,
-                "normalize_rewards": True,
-                "num_envs_per_env_runner": 32,
-                "train_batch_size_per_learner": 32 * 2048,
-                "minibatch_size": 64,
-                "num_epochs": 10,
-                "gamma": 0.999,
+        "LunarLanderContinuous": zoo_env("LunarLanderContinuous-v2", _ZOO_LUNAR_LANDER),
+        "BipedalWalker": zoo_env(
+            "BipedalWalker-v3",
+            {
+                "normalize": True,
+                "n_envs": 32,
+                "n_timesteps": 5e6,
+                "policy": "MlpPolicy",
+                "n_steps": 2048,
+                "batch_size": 64,
                 "gae_lambda": 0.95,
-                "entropy_coeff": 0.0,
-                "lr": 3e-4,
-                "clip_param": 0.18,
-                "stop": {"env_steps": 5_000_000},
+                "gamma": 0.999,
+                "n_epochs": 10,
+                "ent_coef": 0.0,
+                "learning_rate": 3e-4,
+                "clip_range": 0.18,
             },
-            source=f"{ZOO}: BipedalWalker-v3",
         ),
     },
-    note=f"{ZOO} CarRacing-v2 needs gSDE and its own wrappers; CarRacing gets the family settings",
+    note=(
+        f"{ZOO} BipedalWalkerHardcore-v3 anneals clip_range (lin_0.2) and CarRacing needs gSDE "
+        "and its own wrappers, which PPOConfig lacks: those envs get the family settings"
+    ),
 )
+
+# rl-zoo's tuned MuJoCo policy (policy_kwargs of HalfCheetah, Hopper, Humanoid, HumanoidStandup).
+_ZOO_MUJOCO_POLICY: dict[str, Any] = {
+    "log_std_init": -2,
+    "ortho_init": False,
+    "activation_fn": "nn.ReLU",
+    "net_arch": [{"pi": [256, 256], "vf": [256, 256]}],
+}
+# &mujoco-defaults (the Ant-v3 entry)
+_ZOO_MUJOCO_DEFAULTS: dict[str, Any] = {
+    "normalize": True,
+    "n_timesteps": 1e6,
+    "policy": "MlpPolicy",
+}
+
+
+def _zoo_tuned(**entry: Any) -> dict[str, Any]:
+    return {"normalize": True, "n_envs": 1, "policy": "MlpPolicy", **entry}
+
 
 MUJOCO = Preset(
     name="mujoco",
@@ -247,25 +379,144 @@ MUJOCO = Preset(
         }
     ),
     envs={
-        "Swimmer": EnvSettings(
-            values={
-                **SB3_PPO_DEFAULTS,
-                "normalize_observations": True,
-                "normalize_rewards": True,
-                "num_envs_per_env_runner": 4,
-                "train_batch_size_per_learner": 4 * 1024,
-                "minibatch_size": 256,
-                "gamma": 0.9999,
-                "gae_lambda": 0.98,
-                "lr": 6e-4,
-                "stop": {"env_steps": 1_000_000},
-            },
-            source=f"{ZOO}: Swimmer-v4",
+        "Ant": zoo_env("Ant-v3", _ZOO_MUJOCO_DEFAULTS),
+        "Swimmer": zoo_env("Swimmer-v3", {**_ZOO_MUJOCO_DEFAULTS, "gamma": 0.9999}),
+        "HalfCheetah": zoo_env(
+            "HalfCheetah-v3",
+            _zoo_tuned(
+                n_timesteps=1e6,
+                batch_size=64,
+                n_steps=512,
+                gamma=0.98,
+                learning_rate=2.0633e-05,
+                ent_coef=0.000401762,
+                clip_range=0.1,
+                n_epochs=20,
+                gae_lambda=0.92,
+                max_grad_norm=0.8,
+                vf_coef=0.58096,
+                policy_kwargs=_ZOO_MUJOCO_POLICY,
+            ),
+        ),
+        "Hopper": zoo_env(
+            "Hopper-v3",
+            _zoo_tuned(
+                n_timesteps=1e6,
+                batch_size=32,
+                n_steps=512,
+                gamma=0.999,
+                learning_rate=9.80828e-05,
+                ent_coef=0.00229519,
+                clip_range=0.2,
+                n_epochs=5,
+                gae_lambda=0.99,
+                max_grad_norm=0.7,
+                vf_coef=0.835671,
+                policy_kwargs=_ZOO_MUJOCO_POLICY,
+            ),
+        ),
+        "HumanoidStandup": zoo_env(
+            "HumanoidStandup-v3",
+            _zoo_tuned(
+                n_timesteps=1e7,
+                batch_size=32,
+                n_steps=512,
+                gamma=0.99,
+                learning_rate=2.55673e-05,
+                ent_coef=3.62109e-06,
+                clip_range=0.3,
+                n_epochs=20,
+                gae_lambda=0.9,
+                max_grad_norm=0.7,
+                vf_coef=0.430793,
+                policy_kwargs=_ZOO_MUJOCO_POLICY,
+            ),
+        ),
+        "Humanoid": zoo_env(
+            "Humanoid-v3",
+            _zoo_tuned(
+                n_timesteps=1e7,
+                batch_size=256,
+                n_steps=512,
+                gamma=0.95,
+                learning_rate=3.56987e-05,
+                ent_coef=0.00238306,
+                clip_range=0.3,
+                n_epochs=5,
+                gae_lambda=0.9,
+                max_grad_norm=2,
+                vf_coef=0.431892,
+                policy_kwargs=_ZOO_MUJOCO_POLICY,
+            ),
+        ),
+        "InvertedDoublePendulum": zoo_env(
+            "InvertedDoublePendulum-v3",
+            _zoo_tuned(
+                n_timesteps=1e6,
+                batch_size=512,
+                n_steps=128,
+                gamma=0.98,
+                learning_rate=0.000155454,
+                ent_coef=1.05057e-06,
+                clip_range=0.4,
+                n_epochs=10,
+                gae_lambda=0.8,
+                max_grad_norm=0.5,
+                vf_coef=0.695929,
+            ),
+        ),
+        "InvertedPendulum": zoo_env(
+            "InvertedPendulum-v3",
+            _zoo_tuned(
+                n_timesteps=1e6,
+                batch_size=64,
+                n_steps=32,
+                gamma=0.999,
+                learning_rate=0.000222425,
+                ent_coef=1.37976e-07,
+                clip_range=0.4,
+                n_epochs=5,
+                gae_lambda=0.9,
+                max_grad_norm=0.3,
+                vf_coef=0.19816,
+            ),
+        ),
+        "Reacher": zoo_env(
+            "Reacher-v2",
+            _zoo_tuned(
+                n_timesteps=1e6,
+                batch_size=32,
+                n_steps=512,
+                gamma=0.9,
+                learning_rate=0.000104019,
+                ent_coef=7.52585e-08,
+                clip_range=0.3,
+                n_epochs=5,
+                gae_lambda=1.0,
+                max_grad_norm=0.9,
+                vf_coef=0.950368,
+            ),
+        ),
+        "Walker2d": zoo_env(
+            "Walker2d-v3",
+            _zoo_tuned(
+                n_timesteps=1e6,
+                batch_size=32,
+                n_steps=512,
+                gamma=0.99,
+                learning_rate=5.05041e-05,
+                ent_coef=0.000585045,
+                clip_range=0.1,
+                n_epochs=20,
+                gae_lambda=0.95,
+                max_grad_norm=1,
+                vf_coef=0.871923,
+            ),
         ),
     },
     note=(
-        f"{ZOO}'s other tuned MuJoCo entries rely on log_std_init and ortho_init=False, which "
-        "PPOConfig lacks; those envs get CleanRL's settings"
+        f"Every MuJoCo env with an entry in {ZOO} gets it (the v3 entries, for the v5 envs); "
+        "the rest (Pusher) get CleanRL's generic continuous-control settings"
     ),
 )
 

@@ -174,12 +174,16 @@ def test_config_beyond_resource_bounds_is_a_422_naming_the_fields(client: TestCl
         "name": "huge",
         "config": {
             "train_batch_size_per_learner": 2_000_000_000,
-            "model": {"hidden_sizes": [100_000, 100_000]},
+            "model": {"hidden_sizes": [100_000, 100_000], "log_std_init": 5.0},
         },
     }
     error = assert_error(client.post("/api/v1/experiments", json=body), 422)
     fields = {f["field"] for f in error["fields"]}
-    assert {"config.train_batch_size_per_learner", "config.model.hidden_sizes"} <= fields
+    assert {
+        "config.train_batch_size_per_learner",
+        "config.model.hidden_sizes",
+        "config.model.log_std_init",
+    } <= fields
     assert client.get("/api/v1/experiments").json()["items"] == []  # nothing stored
 
 

@@ -46,6 +46,9 @@ def error_fields(raw: dict[str, Any]) -> set[str]:
         ({"checkpoint_every": 10**9}, "checkpoint_every"),
         ({"keep_checkpoints": 10**6}, "keep_checkpoints"),
         ({"env_id": "x" * 201}, "env_id"),
+        ({"model": {"log_std_init": 3.0}}, "model.log_std_init"),
+        ({"model": {"log_std_init": -11.0}}, "model.log_std_init"),
+        ({"model": {"ortho_init": "sometimes"}}, "model.ortho_init"),
     ],
 )
 def test_sizes_beyond_their_bound_are_refused_by_name(raw: dict[str, Any], field: str) -> None:
@@ -103,6 +106,12 @@ def test_deeply_nested_env_config_is_refused() -> None:
     for _ in range(40):
         value = [value]
     assert "env_config" in error_fields({"env_config": {"deep": value}})
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_log_std_init_is_refused(literal: str) -> None:
+    raw = json.loads(f'{{"model": {{"log_std_init": {literal}}}}}')
+    assert "model.log_std_init" in error_fields(raw)
 
 
 @pytest.mark.parametrize("name", sorted(presets.PRESETS))

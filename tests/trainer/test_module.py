@@ -68,6 +68,32 @@ def test_orthogonal_init_gains() -> None:
     torch.testing.assert_close(box.log_std.detach(), torch.zeros(2))
 
 
+def test_ortho_init_false_keeps_pytorch_default_init() -> None:
+    # PyTorch's nn.Linear default: weights and biases uniform in +-1/sqrt(fan_in), biases not 0.
+    torch.manual_seed(0)
+    module = PPOModule(VEC, BOX, ModelConfig(hidden_sizes=(64, 64), ortho_init=False))
+    for layer in (module.pi_encoder.net[0], module.pi_encoder.net[2], module.pi_head):
+        bound = 1 / math.sqrt(layer.weight.shape[1])
+        assert layer.weight.abs().max().item() <= bound
+        assert layer.bias.abs().sum().item() > 0.0
+    # Not orthogonal: the policy head's rows are far from norm 0.01.
+    row_norms = module.pi_head.weight.detach().norm(dim=1)
+    assert (row_norms > 0.1).all()
+
+
+def test_log_std_init_sets_the_initial_std() -> None:
+    torch.manual_seed(0)
+    box = PPOModule(VEC, BOX, ModelConfig(log_std_init=-2.0))
+    torch.testing.assert_close(box.log_std.detach(), torch.full((2,), -2.0))
+    obs = torch.zeros(20_000, 4)
+    actions, _, dist_inputs = box.sample(obs)
+    mean = dist_inputs[:, :2]
+    std = (actions - mean).std(0)
+    torch.testing.assert_close(std, torch.full((2,), math.exp(-2.0)), rtol=0.03, atol=0)
+    # Discrete policies have no std to set.
+    assert PPOModule(VEC, DISCRETE, ModelConfig(log_std_init=-2.0)).log_std is None
+
+
 def test_separate_and_shared_encoders() -> None:
     separate = PPOModule(VEC, DISCRETE, ModelConfig())
     shared = PPOModule(VEC, DISCRETE, ModelConfig(vf_share_layers=True))

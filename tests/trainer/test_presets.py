@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from trainer.config import PPOConfig, PresetName
-from trainer.presets import PRESETS
+from trainer.presets import PRESETS, SB3_PPO_DEFAULTS, from_zoo
 from trainer.resolve import deep_merge, env_base_name, family_of, leaf_paths, resolve_config
 
 # One env id per preset, and one per per-env entry.
@@ -161,11 +161,107 @@ def test_bad_user_fields_are_named_by_their_path() -> None:
     ("env_id", "weight"),
     [
         ("ALE/Pong-v5", 0.25),  # CleanRL vf_coef 0.5 on 0.5 * MSE
-        ("MountainCarContinuous-v0", 0.25),  # the CleanRL continuous settings
-        ("HalfCheetah-v5", 0.25),
+        ("MountainCarContinuous-v0", 0.19),  # rl-zoo vf_coef, on the MSE
+        ("HalfCheetah-v5", 0.58096),  # rl-zoo's tuned entry
+        ("Pusher-v5", 0.25),  # no rl-zoo entry: CleanRL's continuous settings
         ("LunarLander-v3", 0.5),  # rl-zoo: SB3 weighs the MSE itself, as PPOConfig does
         ("Pendulum-v1", 0.5),
     ],
 )
 def test_value_loss_weight_follows_the_sources_convention(env_id: str, weight: float) -> None:
     assert resolve_config({"env_id": env_id}).config.vf_loss_coeff == weight
+
+
+def test_an_rl_zoo_entry_translates_key_by_key() -> None:
+    # rl-zoo ppo.yml HalfCheetah-v3, verbatim.
+    entry = {
+        "normalize": True,
+        "n_envs": 1,
+        "policy": "MlpPolicy",
+        "n_timesteps": 1e6,
+        "batch_size": 64,
+        "n_steps": 512,
+        "gamma": 0.98,
+        "learning_rate": 2.0633e-05,
+        "ent_coef": 0.000401762,
+        "clip_range": 0.1,
+        "n_epochs": 20,
+        "gae_lambda": 0.92,
+        "max_grad_norm": 0.8,
+        "vf_coef": 0.58096,
+        "policy_kwargs": {
+            "log_std_init": -2,
+            "ortho_init": False,
+            "activation_fn": "nn.ReLU",
+            "net_arch": [{"pi": [256, 256], "vf": [256, 256]}],
+        },
+    }
+    expected = {
+        **SB3_PPO_DEFAULTS,
+        "num_envs_per_env_runner": 1,
+        "train_batch_size_per_learner": 512,
+        "minibatch_size": 64,
+        "num_epochs": 20,
+        "gamma": 0.98,
+        "gae_lambda": 0.92,
+        "lr": 2.0633e-05,
+        "lr_schedule": "constant",
+        "clip_param": 0.1,
+        "vf_loss_coeff": 0.58096,
+        "entropy_coeff": 0.000401762,
+        "grad_clip": 0.8,
+        "normalize_observations": True,
+        "normalize_rewards": True,
+        "model": {
+            "hidden_sizes": [256, 256],
+            "activation": "relu",
+            "vf_share_layers": False,
+            "ortho_init": False,
+            "log_std_init": -2.0,
+        },
+        "stop": {"env_steps": 1_000_000},
+    }
+    assert from_zoo(entry) == expected
+    resolved = resolve_config({"env_id": "HalfCheetah-v5"})
+    assert resolved.env_settings == "HalfCheetah"
+    config = resolved.config
+    assert config.model.log_std_init == -2.0 and not config.model.ortho_init
+    assert config.model.activation == "relu" and config.model.hidden_sizes == (256, 256)
+    assert config.vf_clip_param is None and config.lr_schedule == "constant"
+
+
+def test_rl_zoo_defaults_and_schedules() -> None:
+    # What an entry omits is rl-zoo's (one env) and SB3's (n_steps 2048, batch 64) default.
+    ant = from_zoo({"normalize": True, "n_timesteps": 1e6, "policy": "MlpPolicy"})
+    assert ant["num_envs_per_env_runner"] == 1 and ant["train_batch_size_per_learner"] == 2048
+    assert ant["minibatch_size"] == 64 and ant["num_epochs"] == 10 and ant["lr"] == 3e-4
+    linear = from_zoo({"n_timesteps": 1e5, "learning_rate": "lin_0.001"})
+    assert linear["lr"] == 0.001 and linear["lr_schedule"] == "linear"
+    # batch_size above the rollout: SB3 takes the whole rollout as one minibatch.
+    short = from_zoo({"n_timesteps": 1e6, "n_steps": 32, "batch_size": 64})
+    assert short["minibatch_size"] == 32
+
+
+@pytest.mark.parametrize(
+    ("entry", "word"),
+    [
+        ({"n_timesteps": 1e5, "use_sde": True}, "use_sde"),
+        ({"n_timesteps": 1e5, "clip_range": "lin_0.2"}, "clip_range"),
+        ({"n_timesteps": 1e5, "learning_rate": "exp_0.1"}, "learning_rate"),
+        ({"n_timesteps": 1e5, "policy": "CnnPolicy"}, "MlpPolicy"),
+        (
+            {"n_timesteps": 1e5, "policy_kwargs": {"net_arch": [{"pi": [64], "vf": [256]}]}},
+            "net_arch",
+        ),
+        ({"n_timesteps": 1e5, "policy_kwargs": {"squash_output": True}}, "squash_output"),
+    ],
+)
+def test_rl_zoo_keys_without_an_equivalent_are_refused(entry: dict[str, Any], word: str) -> None:
+    with pytest.raises(ValueError, match=word):
+        from_zoo(entry)
+
+
+def test_left_out_keys_are_named_in_the_note() -> None:
+    pendulum = PRESETS["classic_control_continuous"].envs["Pendulum"]
+    assert "use_sde" in pendulum.note and "sde_sample_freq" in pendulum.note
+    assert PRESETS["mujoco"].envs["HalfCheetah"].note == ""  # ported whole
