@@ -83,6 +83,16 @@ class ModelConfig(_Frozen):
             "as rl-zoo's tuned MuJoCo entries ask with ortho_init=False."
         ),
     )
+    use_sde: bool = Field(
+        default=False,
+        description=(
+            "Generalized state-dependent exploration (gSDE, Raffin et al. 2021; continuous "
+            "actions only): the action noise is the policy's last hidden layer times a noise "
+            "matrix drawn every sde_sample_freq steps, so exploration is smooth in time and "
+            "state; log_std becomes a [hidden, action] matrix. rl-zoo's Pendulum and "
+            "MountainCarContinuous entries use it."
+        ),
+    )
     log_std_init: float = Field(
         default=0.0,
         ge=MIN_LOG_STD_INIT,
@@ -262,6 +272,15 @@ class PPOConfig(_Frozen):
             "own cores (image envs, GPU learner); off gives exactly the alternating loop."
         ),
     )
+    sde_sample_freq: int = Field(
+        default=-1,
+        ge=-1,
+        le=1_000_000,
+        description=(
+            "With model.use_sde: draw a new exploration matrix every this many vector-env "
+            "steps; -1 draws one per rollout (each EnvRunner sample)."
+        ),
+    )
     torch_num_threads: int = Field(
         default=1,
         ge=1,
@@ -380,6 +399,13 @@ class PPOConfig(_Frozen):
         # hold it: refuse it with the other invalid fields (422).
         if "\x00" in value:
             raise ValueError("env_id must not contain NUL (\\u0000) characters")
+        return value
+
+    @field_validator("sde_sample_freq")
+    @classmethod
+    def _sde_freq(cls, value: int) -> int:
+        if value == 0:
+            raise ValueError("sde_sample_freq must be -1 (once per rollout) or at least 1")
         return value
 
     @field_validator("env_config")

@@ -188,6 +188,7 @@ class EnvRunner:
         self._ep_ids = [uuid.uuid4().hex for _ in range(n)]
         self._ep_t = np.zeros(n, np.int64)  # steps already taken in the slot's episode
         self._ep_return = np.zeros(n, np.float64)
+        self._sde_noise: torch.Tensor | None = None  # [N, hidden, A] gSDE exploration matrices
 
     # --- weights and connector state -----------------------------------------------------------
     def set_weights(
@@ -235,6 +236,8 @@ class EnvRunner:
                 if k == len(buf.rewards):
                     buf = self._grow(buf)
                 t0 = time.perf_counter()
+                if self.module.use_sde and explore and self._sde_due(k):
+                    self._sde_noise = self.module.sde_noise(n)
                 actions_np = self._act(buf, k, explore)  # waits for the device
                 t1 = time.perf_counter()
                 raw, rewards, terminated, truncated, _ = self.env.step(
@@ -272,11 +275,17 @@ class EnvRunner:
             worker_index=self.worker_index,
         )
 
+    def _sde_due(self, k: int) -> bool:
+        """gSDE draws new exploration matrices at the start of each sample() call and then every
+        sde_sample_freq vector steps, as SB3's collect_rollouts."""
+        freq = self.config.sde_sample_freq
+        return k == 0 or (freq > 0 and k % freq == 0)
+
     def _act(self, buf: _Buffers, k: int, explore: bool) -> np.ndarray:
         """The policy on row k of the observations: fills actions, logp and dist inputs of
         step k and returns the actions as sampled."""
         obs = self._to_device(buf.obs[k], pinned=self._on_gpu)
-        actions, logp, dist_inputs = self.module.sample(obs, explore)
+        actions, logp, dist_inputs = self.module.sample(obs, explore, self._sde_noise)
         if self._on_gpu:  # one device -> host copy for the three
             actions_np, buf.logp[k], buf.dist_inputs[k] = self._outputs.fetch(
                 actions, logp, dist_inputs, self._stream

@@ -70,6 +70,7 @@ _ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": Tanh, "relu": nn.ReLU}
 _CNN_KERNELS: tuple[tuple[int, int], ...] = ((8, 4), (4, 2), (3, 1))
 _CNN_DENSE = 512
 _CRITIC_PREFIXES = ("vf_encoder.", "vf_head.")
+_SDE_EPS = 1e-6
 
 
 def _init(layer: nn.Module, gain: float, ortho: bool) -> nn.Module:
@@ -177,8 +178,11 @@ class PPOModule(nn.Module):
         else:
             action_dim = int(action_space.shape[0])
             self.pi_head = _init(nn.Linear(hidden, action_dim), 0.01, model.ortho_init)
-            # State-independent log std (CleanRL / SB3), initial std exp(log_std_init).
-            self.log_std = nn.Parameter(torch.full((action_dim,), model.log_std_init))
+            # State-independent log std (CleanRL / SB3), initial std exp(log_std_init); with
+            # gSDE one per (hidden unit, action) pair, the std of the noise matrix's entries.
+            shape = (hidden, action_dim) if model.use_sde else (action_dim,)
+            self.log_std = nn.Parameter(torch.full(shape, model.log_std_init))
+        self.use_sde = model.use_sde and self.log_std is not None
         self.vf_encoder: nn.Module | None = None
         self.vf_head: nn.Linear | None = None
         if not inference_only:
@@ -191,6 +195,12 @@ class PPOModule(nn.Module):
         out = self.pi_head(emb)  # [B, n] logits or [B, A] mean
         if self.log_std is None:
             return out
+        if self.use_sde:
+            # gSDE: the noise latent @ M (M ~ N(0, std^2) per entry) is, for one state, normal
+            # with variance latent^2 @ std^2 per action (SB3's StateDependentNoiseDistribution:
+            # the latent is detached, epsilon 1e-6 under the square root).
+            variance = emb.detach().square() @ self.log_std.exp().square()  # [B, A]
+            return torch.cat([out, 0.5 * torch.log(variance + _SDE_EPS)], dim=-1)
         return torch.cat([out, self.log_std.expand_as(out)], dim=-1)  # [B, 2A]
 
     def dist_inputs(self, obs: torch.Tensor) -> torch.Tensor:
@@ -216,13 +226,30 @@ class PPOModule(nn.Module):
         return self.forward_train(obs)
 
     @torch.no_grad()
+    def sde_noise(self, n: int) -> torch.Tensor:
+        """[n, hidden, A]: one gSDE exploration matrix per env, entries N(0, std^2)."""
+        if not self.use_sde or self.log_std is None:
+            raise RuntimeError("sde_noise needs a continuous-action module with model.use_sde")
+        std = self.log_std.exp()
+        return torch.randn((n, *std.shape), device=std.device) * std
+
+    @torch.no_grad()
     def sample(
-        self, obs: torch.Tensor, explore: bool = True
+        self, obs: torch.Tensor, explore: bool = True, sde_noise: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """[B, *obs] -> (actions [B, ...], logp [B], dist_inputs [B, D]), without autograd.
 
-        explore=False gives the argmax (Discrete) or the mean (Box), with its log-prob.
+        explore=False gives the argmax (Discrete) or the mean (Box), with its log-prob. With
+        gSDE and `sde_noise` ([B, hidden, A], from sde_noise()), exploring adds latent @ noise
+        to the mean, row by row; without it, noise is drawn afresh for this call.
         """
+        if explore and self.use_sde:
+            emb = self.pi_encoder(obs)
+            dist_inputs = self._pi_from_embedding(emb)
+            noise = self.sde_noise(emb.shape[0]) if sde_noise is None else sde_noise
+            mean = dist_inputs[:, : noise.shape[-1]]
+            actions = mean + torch.bmm(emb.unsqueeze(1), noise).squeeze(1)
+            return actions, self.dist.logp(dist_inputs, actions), dist_inputs
         dist_inputs = self.dist_inputs(obs)
         if explore:
             actions, logp = self.dist.sample(dist_inputs)

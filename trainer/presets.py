@@ -16,14 +16,14 @@ ent_coef -> entropy_coeff; vf_coef -> vf_loss_coeff (SB3: both weigh the MSE; Cl
 normalize (VecNormalize) -> normalize_observations + normalize_rewards; n_timesteps /
 total_timesteps -> stop.env_steps.
 
-policy_kwargs: log_std_init -> model.log_std_init, ortho_init -> model.ortho_init,
-activation_fn -> model.activation, net_arch=[dict(pi=P, vf=V)] with P == V -> model.hidden_sizes
-(separate encoders).
+use_sde -> model.use_sde, sde_sample_freq -> sde_sample_freq; policy_kwargs: log_std_init ->
+model.log_std_init, ortho_init -> model.ortho_init, activation_fn -> model.activation,
+net_arch=[dict(pi=P, vf=V)] with P == V -> model.hidden_sizes (separate encoders).
 
 rl-zoo entries are written here in rl-zoo's own keys, as ppo.yml has them, and translated by
 `from_zoo`, so an entry can be checked against the file line by line. Options the sources use
-that PPOConfig does not have (gSDE, clip_range schedules) are left out and said so in the entry's
-`note`.
+that PPOConfig does not have (clip_range schedules, CarRacing's wrappers) make `from_zoo` refuse
+the entry: such envs get their family's settings, and the preset's `note` says so.
 """
 
 from __future__ import annotations
@@ -61,7 +61,9 @@ SB3_PPO_DEFAULTS: dict[str, Any] = {
         "vf_share_layers": False,
         "ortho_init": True,
         "log_std_init": 0.0,
+        "use_sde": False,
     },
+    "sde_sample_freq": -1,
 }
 # rl-zoo's own defaults for keys an entry omits (rl_zoo3/exp_manager.py): one env, SB3's n_steps.
 _ZOO_N_ENVS = 1
@@ -73,8 +75,8 @@ _ZOO_ACTIVATIONS = {"nn.Tanh": "tanh", "nn.ReLU": "relu"}
 def from_zoo(entry: dict[str, Any]) -> dict[str, Any]:
     """PPOConfig values for one rl-zoo ppo.yml entry, given in rl-zoo's keys.
 
-    Keys PPOConfig cannot express (use_sde, sde_sample_freq, schedules other than a linear
-    learning rate, net_arch with different pi and vf widths) raise, so that an entry is either
+    Keys PPOConfig cannot express (schedules other than a linear learning rate, net_arch with
+    different pi and vf widths, other policy kwargs) raise, so that an entry is either
     ported exactly or not at all and said so.
     """
     entry = dict(entry)
@@ -115,6 +117,10 @@ def from_zoo(entry: dict[str, Any]) -> dict[str, Any]:
             values[field_name] = value
     policy = dict(entry.pop("policy_kwargs", {}))
     model = values["model"]
+    if "use_sde" in entry:
+        model["use_sde"] = bool(entry.pop("use_sde"))
+    if "sde_sample_freq" in entry:
+        values["sde_sample_freq"] = int(entry.pop("sde_sample_freq"))
     if "log_std_init" in policy:
         model["log_std_init"] = float(policy.pop("log_std_init"))
     if "ortho_init" in policy:
@@ -138,6 +144,9 @@ class EnvSettings:
     values: dict[str, Any]
     source: str
     note: str = ""
+    # The rl-zoo entry these values were ported from, verbatim (left-out keys included): what
+    # the SB3 side of a side-by-side benchmark runs.
+    zoo_entry: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -152,16 +161,26 @@ class Preset:
     note: str = ""
 
 
-def zoo_env(name: str, entry: dict[str, Any], *, left_out: tuple[str, ...] = ()) -> EnvSettings:
-    """An EnvSettings ported from rl-zoo's entry `name`, given verbatim; `left_out` names the
-    keys PPOConfig cannot express, which the note then lists."""
-    kept = {k: v for k, v in entry.items() if k not in left_out}
-    note = ""
-    if left_out:
-        dropped = ", ".join(f"{k}: {entry[k]}" for k in left_out)
-        note = f"left out (PPOConfig has no equivalent): {dropped}"
-    return EnvSettings(values=from_zoo(kept), source=f"{ZOO}: {name}", note=note)
+def zoo_env(name: str, entry: dict[str, Any]) -> EnvSettings:
+    """An EnvSettings ported from rl-zoo's entry `name`, given verbatim."""
+    return EnvSettings(values=from_zoo(entry), source=f"{ZOO}: {name}", zoo_entry=dict(entry))
 
+
+# rl-zoo's CartPole-v1 entry, verbatim. PPOConfig's defaults took its gamma and gae_lambda, not
+# the rest (they are tuned for wall-clock time); the SB3 side of the CartPole benchmarks runs it.
+ZOO_CARTPOLE: dict[str, Any] = {
+    "n_envs": 8,
+    "n_timesteps": 1e5,
+    "policy": "MlpPolicy",
+    "n_steps": 32,
+    "batch_size": 256,
+    "gae_lambda": 0.8,
+    "gamma": 0.98,
+    "n_epochs": 20,
+    "ent_coef": 0.0,
+    "learning_rate": "lin_0.001",
+    "clip_range": "lin_0.2",
+}
 
 CLASSIC_CONTROL = Preset(
     name="classic_control",
@@ -235,8 +254,6 @@ _CLEANRL_CONTINUOUS: dict[str, Any] = {
     "stop": {"env_steps": 1_000_000},
 }
 
-_GSDE = ("use_sde", "sde_sample_freq")
-
 CLASSIC_CONTROL_CONTINUOUS = Preset(
     name="classic_control_continuous",
     title="Classic control, continuous actions (Pendulum, MountainCarContinuous)",
@@ -260,7 +277,6 @@ CLASSIC_CONTROL_CONTINUOUS = Preset(
                 "use_sde": True,
                 "sde_sample_freq": 4,
             },
-            left_out=_GSDE,
         ),
         "MountainCarContinuous": zoo_env(
             "MountainCarContinuous-v0",
@@ -282,7 +298,6 @@ CLASSIC_CONTROL_CONTINUOUS = Preset(
                 "use_sde": True,
                 "policy_kwargs": {"log_std_init": -3.29, "ortho_init": False},
             },
-            left_out=("use_sde",),
         ),
     },
 )
@@ -314,6 +329,7 @@ BOX2D = Preset(
         }
     ),
     envs={
+        "LunarLander": zoo_env("LunarLander-v2", _ZOO_LUNAR_LANDER),
         "LunarLanderContinuous": zoo_env("LunarLanderContinuous-v2", _ZOO_LUNAR_LANDER),
         "BipedalWalker": zoo_env(
             "BipedalWalker-v3",
@@ -334,8 +350,9 @@ BOX2D = Preset(
         ),
     },
     note=(
-        f"{ZOO} BipedalWalkerHardcore-v3 anneals clip_range (lin_0.2) and CarRacing needs gSDE "
-        "and its own wrappers, which PPOConfig lacks: those envs get the family settings"
+        f"{ZOO} BipedalWalkerHardcore-v3 anneals clip_range (lin_0.2) and CarRacing needs its "
+        "own wrappers (frame skip, resize, grey, frame stack), which PPOConfig lacks: those envs "
+        "get the family settings"
     ),
 )
 

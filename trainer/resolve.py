@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainer.config import PPOConfig
-from trainer.presets import PRESETS, Preset
+from trainer.presets import PRESETS, ZOO_CARTPOLE, Preset
 
 _VERSION = re.compile(r"-v\d+$")
 # Presets whose envs have image observations, so the module's encoder is the Nature CNN.
@@ -61,6 +61,18 @@ def family_of(env_id: str) -> str | None:
         if namespace in preset.namespaces or (namespace is None and base in preset.members):
             return preset.name
     return None
+
+
+def zoo_entry(env_id: str) -> dict[str, Any] | None:
+    """The rl-zoo entry (rl-zoo's keys, verbatim) that `env_id`'s preset was ported from, or
+    None: what a benchmark runs on the SB3 side to compare like with like."""
+    family, base = family_of(env_id), env_base_name(env_id)
+    if family == "classic_control" and base == "CartPole":
+        return dict(ZOO_CARTPOLE)
+    if family is None or base not in PRESETS[family].envs:
+        return None
+    entry = PRESETS[family].envs[base].zoo_entry
+    return None if entry is None else dict(entry)
 
 
 def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,7 @@ FAMILY_ENVS = {
     "Acrobot-v1": ("classic_control", "Acrobot"),
     "MountainCarContinuous-v0": ("classic_control_continuous", "MountainCarContinuous"),
     "Pendulum-v1": ("classic_control_continuous", "Pendulum"),
-    "LunarLander-v3": ("box2d", None),
+    "LunarLander-v3": ("box2d", "LunarLander"),
     "LunarLanderContinuous-v3": ("box2d", "LunarLanderContinuous"),
     "BipedalWalker-v3": ("box2d", "BipedalWalker"),
     "HalfCheetah-v5": ("mujoco", "HalfCheetah"),

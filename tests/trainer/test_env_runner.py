@@ -188,3 +188,30 @@ def test_buffers_grow_when_autoreset_steps_pile_up() -> None:
     assert all(len(c) == 1 and c.is_done for c in result.chunks)
     assert len(result.episode_returns) == len(result.chunks)
     assert all(c.t_started == 0 for c in result.chunks)
+
+
+@pytest.mark.parametrize(("freq", "draws"), [(-1, 1), (4, 3), (1, 10)])
+def test_gsde_noise_is_drawn_per_rollout_and_every_sde_sample_freq_steps(
+    freq: int, draws: int
+) -> None:
+    runner = _runner(
+        env_id="Pendulum-v1",
+        env_config={"max_episode_steps": 50},
+        model={"use_sde": True},
+        sde_sample_freq=freq,
+    )
+    drawn: list[torch.Tensor] = []
+    sde_noise = runner.module.sde_noise
+
+    def recording(n: int) -> torch.Tensor:
+        drawn.append(sde_noise(n))
+        return drawn[-1]
+
+    runner.module.sde_noise = recording  # type: ignore[method-assign]
+    runner.sample(4 * 10)  # 10 vector steps of 4 envs
+    assert len(drawn) == draws and drawn[0].shape[0] == 4
+    runner.sample(4 * 10)  # a new rollout starts with new matrices
+    assert len(drawn) == 2 * draws
+    # Deterministic sampling draws nothing.
+    runner.sample(4 * 10, explore=False)
+    assert len(drawn) == 2 * draws

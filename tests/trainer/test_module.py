@@ -196,3 +196,43 @@ def test_tanh_matches_torch_tanh_in_value_and_gradient(rows: int) -> None:
     torch.testing.assert_close(x.grad, x_ref.grad, rtol=0, atol=1e-6)
     with torch.no_grad():
         torch.testing.assert_close(Tanh()(x), y_ref.detach(), rtol=0, atol=1e-6)
+
+
+def test_gsde_std_is_the_latent_weighted_noise_std() -> None:
+    torch.manual_seed(0)
+    module = PPOModule(VEC, BOX, ModelConfig(hidden_sizes=(8,), use_sde=True, log_std_init=-1.0))
+    assert module.use_sde and module.log_std.shape == (8, 2)
+    with torch.no_grad():
+        module.log_std.copy_(torch.randn(8, 2) * 0.3 - 1.0)
+    obs = torch.randn(5, 4)
+    emb = module.pi_encoder(obs).detach()
+    dist_inputs = module.dist_inputs(obs).detach()
+    for b in range(5):  # reference loop: var[b, a] = sum_j emb[b, j]^2 * std[j, a]^2
+        for a in range(2):
+            var = sum(
+                emb[b, j].item() ** 2 * math.exp(2 * module.log_std[j, a].item()) for j in range(8)
+            )
+            assert dist_inputs[b, 2 + a].item() == pytest.approx(0.5 * math.log(var + 1e-6))
+
+
+def test_gsde_actions_follow_the_noise_matrix_and_its_distribution() -> None:
+    torch.manual_seed(0)
+    module = PPOModule(VEC, BOX, ModelConfig(hidden_sizes=(8,), use_sde=True, log_std_init=-1.0))
+    obs = torch.randn(3, 4)
+    noise = module.sde_noise(3)
+    assert noise.shape == (3, 8, 2)
+    a1, logp, dist_inputs = module.sample(obs, sde_noise=noise)
+    a2, _, _ = module.sample(obs, sde_noise=noise)
+    torch.testing.assert_close(a1, a2)  # the same matrices: the same actions
+    emb = module.pi_encoder(obs)
+    for b in range(3):
+        torch.testing.assert_close(a1[b] - dist_inputs[b, :2], emb[b] @ noise[b])
+    mean, log_std = dist_inputs[:, :2], dist_inputs[:, 2:]
+    normal = torch.distributions.Normal(mean, log_std.exp())
+    torch.testing.assert_close(logp, normal.log_prob(a1).sum(-1))
+    # Over many matrices, one state's actions have the distribution's std.
+    many = module.sample(obs[:1].expand(20_000, 4), sde_noise=module.sde_noise(20_000))[0]
+    torch.testing.assert_close(many.std(0), log_std[0].exp(), rtol=0.03, atol=0)
+    # Deterministic actions are the mean; discrete policies ignore use_sde.
+    torch.testing.assert_close(module.sample(obs, explore=False)[0], mean)
+    assert not PPOModule(VEC, DISCRETE, ModelConfig(use_sde=True)).use_sde

@@ -218,6 +218,7 @@ def test_an_rl_zoo_entry_translates_key_by_key() -> None:
             "vf_share_layers": False,
             "ortho_init": False,
             "log_std_init": -2.0,
+            "use_sde": False,
         },
         "stop": {"env_steps": 1_000_000},
     }
@@ -245,7 +246,7 @@ def test_rl_zoo_defaults_and_schedules() -> None:
 @pytest.mark.parametrize(
     ("entry", "word"),
     [
-        ({"n_timesteps": 1e5, "use_sde": True}, "use_sde"),
+        ({"n_timesteps": 1e5, "target_kl": 0.01}, "target_kl"),
         ({"n_timesteps": 1e5, "clip_range": "lin_0.2"}, "clip_range"),
         ({"n_timesteps": 1e5, "learning_rate": "exp_0.1"}, "learning_rate"),
         ({"n_timesteps": 1e5, "policy": "CnnPolicy"}, "MlpPolicy"),
@@ -261,7 +262,10 @@ def test_rl_zoo_keys_without_an_equivalent_are_refused(entry: dict[str, Any], wo
         from_zoo(entry)
 
 
-def test_left_out_keys_are_named_in_the_note() -> None:
-    pendulum = PRESETS["classic_control_continuous"].envs["Pendulum"]
-    assert "use_sde" in pendulum.note and "sde_sample_freq" in pendulum.note
-    assert PRESETS["mujoco"].envs["HalfCheetah"].note == ""  # ported whole
+def test_gsde_entries_keep_their_exploration() -> None:
+    pendulum = resolve_config({"env_id": "Pendulum-v1"}).config
+    assert pendulum.model.use_sde and pendulum.sde_sample_freq == 4
+    car = resolve_config({"env_id": "MountainCarContinuous-v0"}).config
+    assert car.model.use_sde and car.sde_sample_freq == -1  # rl-zoo: once per rollout
+    assert car.model.log_std_init == -3.29 and not car.model.ortho_init
+    assert not resolve_config({"env_id": "HalfCheetah-v5"}).config.model.use_sde
