@@ -6,17 +6,19 @@ peers``); CleanRL's script needs only torch, gymnasium and numpy and runs in the
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from benchmarks.progress import EpisodeProgress, RolloutProgress
+from trainer.resolve import zoo_entry
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
 PEERS_DIR = BENCH_DIR / ".peers"
 PEER_SCRIPTS = BENCH_DIR / "peers"
-ENV_ID = "CartPole-v1"
+ENV_ID = "CartPole-v1"  # the env of CleanRL's and RLlib's scripts
 
 
 @dataclass(frozen=True)
@@ -30,14 +32,15 @@ class Contender:
     describe: str
     script: Path | None = None
     extra_args: tuple[str, ...] = ()  # rollout: more `rollout train` flags (e.g. --set K=V)
+    zoo: bool = False  # the script takes --env and the rl-zoo entry of its preset (--entry)
 
-    def command(self, seed: int, target: float, run_dir: Path) -> list[str]:
+    def command(self, env_id: str, seed: int, target: float, run_dir: Path) -> list[str]:
         if self.kind == "rollout":
             return [
                 str(self.executable),
                 "train",
                 "--env",
-                ENV_ID,
+                env_id,
                 "--stop-return",
                 f"{target:g}",
                 "--seed",
@@ -47,14 +50,16 @@ class Contender:
                 str(run_dir / "out"),
             ]
         assert self.script is not None, "an episodes contender runs a script"
-        return [
-            str(self.executable),
-            str(self.script),
-            "--seed",
-            str(seed),
-            "--target",
-            str(target),
-        ]
+        command = [str(self.executable), str(self.script), "--seed", str(seed)]
+        command += ["--target", str(target)]
+        if self.zoo:
+            entry = zoo_entry(env_id)
+            if entry is None:
+                raise ValueError(f"{env_id}: no rl-zoo entry behind its preset for {self.name}")
+            command += ["--env", env_id, "--entry", json.dumps(entry)]
+        elif env_id != ENV_ID:
+            raise ValueError(f"{self.name} runs {ENV_ID} only, not {env_id}")
+        return command
 
     def progress(self, run_dir: Path) -> EpisodeProgress | RolloutProgress:
         if self.kind == "rollout":
@@ -68,9 +73,10 @@ class Contender:
         return {"BENCH_REPORT": str(run_dir / "episodes.jsonl")}
 
 
-def _peer(name: str, venv: str, describe: str) -> Contender:
+def _peer(name: str, venv: str, describe: str, *, zoo: bool = False) -> Contender:
     python = PEERS_DIR / venv / "bin" / "python"
-    return Contender(name, "episodes", python, describe, PEER_SCRIPTS / f"{name}_ppo.py")
+    script = PEER_SCRIPTS / f"{name}_ppo.py"
+    return Contender(name, "episodes", python, describe, script, zoo=zoo)
 
 
 CONTENDERS: dict[str, Contender] = {
@@ -80,7 +86,9 @@ CONTENDERS: dict[str, Contender] = {
         REPO / ".venv" / "bin" / "rollout",
         "Rollout, default PPOConfig (serial mode)",
     ),
-    "sb3": _peer("sb3", "sb3", "SB3 2.9.2 PPO, rl-zoo params, 1 torch thread"),
+    "sb3": _peer(
+        "sb3", "sb3", "SB3 2.9.2 PPO, the preset's rl-zoo entry, 1 torch thread", zoo=True
+    ),
     "cleanrl": _peer("cleanrl", "sb3", "CleanRL ppo.py defaults"),
     "rllib": _peer("rllib", "rllib", "RLlib 2.60 PPO, tuned example, 1 EnvRunner x 8 envs"),
 }

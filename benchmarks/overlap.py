@@ -23,7 +23,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.contenders import BENCH_DIR, CONTENDERS, Contender
+from benchmarks.contenders import BENCH_DIR, CONTENDERS, ENV_ID, Contender
 from benchmarks.summary import RunResult, summarize, table
 from benchmarks.time_to_target import _median_phases, _phase_text, _run_line, run_once
 
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     for seed in args.seeds:
         for name, program in programs.items():
             run_dir = out_dir / f"{name}-s{seed}"
-            result = run_once(program, seed, args.target, args.timeout, run_dir)
+            result = run_once(program, ENV_ID, seed, args.target, args.timeout, run_dir)
             results.append(result)
             print(_run_line(result), flush=True)
             (run_dir / "result.json").write_text(json.dumps(result.as_dict(), indent=2))

@@ -35,6 +35,7 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` and `app` im
 from app.references.schemas import Band, ReferenceCurves, ReferenceRun
 from benchmarks.contenders import BENCH_DIR, PEER_SCRIPTS, PEERS_DIR, REPO
 from benchmarks.procs import Run
+from trainer.resolve import zoo_entry
 
 ENVS = ("CartPole-v1", "Acrobot-v1", "Pendulum-v1")
 WINDOW = 100  # as Rollout's episode_return_mean and SB3's ep_info_buffer
@@ -214,14 +215,11 @@ def dump(reference: ReferenceCurves) -> str:
 
 
 def peer_settings(env_id: str) -> dict:
-    out = subprocess.run(
-        [str(PYTHON), str(SCRIPT), "--env", env_id, "--print-settings"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    return json.loads(out.stdout)
+    """The rl-zoo entry Rollout's preset for `env_id` was ported from: what SB3 runs."""
+    entry = zoo_entry(env_id)
+    if entry is None:
+        raise SystemExit(f"{env_id}: no rl-zoo entry behind its preset (trainer/presets.py)")
+    return entry
 
 
 def sb3_version() -> str:
@@ -238,7 +236,7 @@ def run_seed(env_id: str, seed: int, budget: int, timeout_s: float, run_dir: Pat
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "BENCH_REPORT": str(report)}
     env["BENCH_T0"] = repr(time.time())
     cmd = [str(PYTHON), str(SCRIPT), "--env", env_id, "--seed", str(seed)]
-    cmd += ["--total-timesteps", str(budget)]
+    cmd += ["--entry", json.dumps(peer_settings(env_id)), "--total-timesteps", str(budget)]
     run = Run(cmd, env, REPO, run_dir)
     try:
         while not run.exited():
@@ -290,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     for env_id in args.envs:
         settings = peer_settings(env_id)
-        budget = min(args.budgets.get(env_id, settings["n_timesteps"]), settings["n_timesteps"])
+        zoo_budget = int(settings["n_timesteps"])
+        budget = min(args.budgets.get(env_id, zoo_budget), zoo_budget)
         loads: list[float] = []
         runs: dict[int, list[Episode]] = {}
         for seed in args.seeds:
@@ -306,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{min(loads):.1f}-{max(loads):.1f} at the runs' ends (wall times scale with load)"
         )
         notes = ""
-        if budget < settings["n_timesteps"]:
+        if budget < zoo_budget:
             notes = f"runs cut at {budget} of the zoo's {settings['n_timesteps']} env steps"
         reference = build_reference(
             env_id,

@@ -1,4 +1,9 @@
-"""Time-to-target on CartPole-v1: Rollout's trainer against SB3, CleanRL and RLlib.
+"""Time-to-target: Rollout's trainer against SB3 (and, on CartPole-v1, CleanRL and RLlib).
+
+Each contender trains with its own settings for the env: Rollout with its preset (`rollout
+train --env ID`), SB3 with the rl-zoo entry that preset was ported from (sb3_zoo.py), so both
+sides run one table. Targets: gymnasium's reward_threshold where the env has one (TARGETS),
+else --target.
 
 Runs are interleaved (seed 0: rollout, sb3, cleanrl, rllib; seed 1: ...), each a fresh
 process, so that load from other work on the machine hits every contender alike and the
@@ -6,8 +11,8 @@ ratios stay fair even when the absolute times are noisy. Each run is timed on on
 just before ``Popen`` until the harness sees the progress line on which the mean return of the
 last 100 finished episodes first reaches the target; the run is then stopped.
 
-    .venv/bin/python benchmarks/time_to_target.py [--peers sb3,cleanrl,rllib] [--seeds 0,1,2]
-        [--timeout 300] [--target 475] [--without-rollout] [--json FILE]
+    .venv/bin/python benchmarks/time_to_target.py [--env CartPole-v1] [--peers sb3,cleanrl,rllib]
+        [--seeds 0,1,2] [--timeout 300] [--target 475] [--without-rollout] [--json FILE]
 """
 
 from __future__ import annotations
@@ -32,15 +37,31 @@ from benchmarks.summary import RunResult, summarize, table, target_verdict
 POLL_S = 0.02
 
 
+# gymnasium's reward_threshold of each env (env spec), the default target.
+TARGETS: dict[str, float] = {
+    "CartPole-v1": 475.0,
+    "Acrobot-v1": -100.0,
+    "LunarLander-v3": 200.0,
+    "LunarLanderContinuous-v3": 200.0,
+    "Hopper-v5": 3800.0,
+    "HalfCheetah-v5": 4800.0,
+}
+
+
 def run_once(
-    contender: Contender, seed: int, target: float, timeout_s: float, run_dir: Path
+    contender: Contender,
+    env_id: str,
+    seed: int,
+    target: float,
+    timeout_s: float,
+    run_dir: Path,
 ) -> RunResult:
     """Start one run, watch its progress until it crosses the target or times out, stop it."""
     run_dir.mkdir(parents=True, exist_ok=True)
     progress = contender.progress(run_dir)
     env = {**os.environ, **contender.env(run_dir), "PYTHONUNBUFFERED": "1"}
     env["BENCH_T0"] = repr(time.time())  # peers stamp their lines relative to this
-    run = Run(contender.command(seed, target, run_dir), env, REPO, run_dir)
+    run = Run(contender.command(env_id, seed, target, run_dir), env, REPO, run_dir)
     result = RunResult(contender.name, seed, reached=False)
     first = None
     while True:
@@ -80,10 +101,13 @@ def run_once(
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", default="CartPole-v1", help="gymnasium env id")
     parser.add_argument("--peers", default=",".join(PEERS), help="comma list of " + str(PEERS))
     parser.add_argument("--seeds", default="0,1,2", help="comma list of seeds")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
-    parser.add_argument("--target", type=float, default=475.0)
+    parser.add_argument(
+        "--target", type=float, help="mean of the last 100 episodes (default: TARGETS[env])"
+    )
     parser.add_argument("--without-rollout", action="store_true", help="peers only")
     parser.add_argument("--json", type=Path, help="write every run and the summary here")
     parser.add_argument(
@@ -98,6 +122,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if unknown:
         parser.error(f"unknown peers {sorted(unknown)}; choose from {PEERS}")
     args.seeds = [int(s) for s in args.seeds.split(",")]
+    if args.target is None:
+        if args.env not in TARGETS:
+            parser.error(f"{args.env} has no reward_threshold here: give --target")
+        args.target = TARGETS[args.env]
+    for name in args.peers:
+        try:
+            CONTENDERS[name].command(args.env, 0, args.target, Path("."))
+        except ValueError as exc:
+            parser.error(str(exc))
     return args
 
 
@@ -115,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     for seed in args.seeds:
         for name in names:
             run_dir = out_dir / f"{name}-s{seed}"
-            result = run_once(CONTENDERS[name], seed, args.target, args.timeout, run_dir)
+            contender = CONTENDERS[name]
+            result = run_once(contender, args.env, seed, args.target, args.timeout, run_dir)
             results.append(result)
             print(_run_line(result), flush=True)
             (run_dir / "result.json").write_text(json.dumps(result.as_dict(), indent=2))
@@ -172,6 +206,7 @@ def _report(args, started, results, summary) -> dict:
         "command": " ".join(sys.argv),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
         "load_average_at_end": os.getloadavg(),
+        "env_id": args.env,
         "target": args.target,
         "timeout_s": args.timeout,
         "runs": [r.as_dict() for r in results],

@@ -3,14 +3,16 @@ protocol, spawn a child process, and never exit on their own."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import pytest
 
-from benchmarks.contenders import PEER_SCRIPTS, Contender
+from benchmarks.contenders import CONTENDERS, PEER_SCRIPTS, Contender
 from benchmarks.procs import alive, process_tree
-from benchmarks.time_to_target import run_once
+from benchmarks.time_to_target import parse_args, run_once
+from trainer.presets import PRESETS
 
 FAKE_PEER = """
 import argparse, subprocess, sys, time
@@ -52,7 +54,9 @@ def _child_gone(tmp_path: Path) -> bool:
 
 def test_run_once_times_the_crossing_and_stops_the_whole_tree(tmp_path: Path) -> None:
     contender = _fake(tmp_path, episode_return=500.0, episodes=150, linger=120)
-    result = run_once(contender, seed=0, target=475.0, timeout_s=60, run_dir=tmp_path / "run")
+    result = run_once(
+        contender, "CartPole-v1", seed=0, target=475.0, timeout_s=60, run_dir=tmp_path / "run"
+    )
     assert result.reached, result.note
     assert result.env_steps == 500 * 100  # the 100th episode completes the window
     assert 0 < result.time_to_target_s < 60
@@ -67,7 +71,9 @@ def test_run_once_times_the_crossing_and_stops_the_whole_tree(tmp_path: Path) ->
 
 def test_run_once_gives_up_at_the_timeout(tmp_path: Path) -> None:
     contender = _fake(tmp_path, episode_return=10.0, episodes=150, linger=120)
-    result = run_once(contender, seed=0, target=475.0, timeout_s=3, run_dir=tmp_path / "run")
+    result = run_once(
+        contender, "CartPole-v1", seed=0, target=475.0, timeout_s=3, run_dir=tmp_path / "run"
+    )
     assert not result.reached and result.time_to_target_s is None
     assert "timeout" in result.note
     assert 3 <= result.wall_s < 20
@@ -76,7 +82,9 @@ def test_run_once_gives_up_at_the_timeout(tmp_path: Path) -> None:
 
 def test_run_once_notices_an_early_exit(tmp_path: Path) -> None:
     contender = _fake(tmp_path, episode_return=10.0, episodes=5, linger=0)
-    result = run_once(contender, seed=0, target=475.0, timeout_s=60, run_dir=tmp_path / "run")
+    result = run_once(
+        contender, "CartPole-v1", seed=0, target=475.0, timeout_s=60, run_dir=tmp_path / "run"
+    )
     assert not result.reached and "exited" in result.note
     assert result.first_report_s is not None
     assert result.wall_s < 60
@@ -84,5 +92,25 @@ def test_run_once_notices_an_early_exit(tmp_path: Path) -> None:
 
 def test_run_once_stops_children_left_behind_by_an_early_exit(tmp_path: Path) -> None:
     contender = _fake(tmp_path, episode_return=10.0, episodes=1, linger=0)
-    run_once(contender, seed=0, target=475.0, timeout_s=60, run_dir=tmp_path / "run")
+    run_once(contender, "CartPole-v1", seed=0, target=475.0, timeout_s=60, run_dir=tmp_path / "run")
     assert _child_gone(tmp_path)  # same session, re-parented: still found and stopped
+
+
+def test_sb3_runs_the_rl_zoo_entry_of_rollouts_preset(tmp_path: Path) -> None:
+    command = CONTENDERS["sb3"].command("Acrobot-v1", 2, -100.0, tmp_path)
+    entry = json.loads(command[command.index("--entry") + 1])
+    assert command[command.index("--env") + 1] == "Acrobot-v1"
+    assert entry == PRESETS["classic_control"].envs["Acrobot"].zoo_entry
+    rollout = CONTENDERS["rollout"].command("Acrobot-v1", 2, -100.0, tmp_path)
+    assert rollout[1:7] == ["train", "--env", "Acrobot-v1", "--stop-return", "-100", "--seed"]
+
+
+def test_cartpole_only_peers_refuse_other_envs(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="CartPole-v1 only"):
+        CONTENDERS["cleanrl"].command("Acrobot-v1", 0, -100.0, tmp_path)
+    with pytest.raises(SystemExit):
+        parse_args(["--env", "Acrobot-v1", "--peers", "rllib"])
+    with pytest.raises(SystemExit):  # no reward_threshold known: --target is needed
+        parse_args(["--env", "Pendulum-v1", "--peers", "sb3"])
+    args = parse_args(["--env", "Acrobot-v1", "--peers", "sb3"])
+    assert args.target == -100.0 and args.peers == ["sb3"]

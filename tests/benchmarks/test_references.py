@@ -69,12 +69,10 @@ from episode_report import EpisodeReport
 parser = argparse.ArgumentParser()
 parser.add_argument("--env")
 parser.add_argument("--seed", type=int)
+parser.add_argument("--entry", type=json.loads)
 parser.add_argument("--total-timesteps", type=int)
-parser.add_argument("--print-settings", action="store_true")
 args = parser.parse_args()
-if args.print_settings:
-    print(json.dumps({{"n_envs": 2, "n_timesteps": 10000}}))
-    raise SystemExit
+assert args.entry == {{"n_envs": 2, "n_timesteps": 10000}}
 report = EpisodeReport(None)
 for i in range(1, 51):
     steps = i * args.total_timesteps // 50
@@ -89,6 +87,7 @@ def test_the_command_writes_a_valid_reference(monkeypatch, tmp_path: Path, capsy
     monkeypatch.setattr(references, "PYTHON", Path(sys.executable))
     monkeypatch.setattr(references, "SCRIPT", script)
     monkeypatch.setattr(references, "sb3_version", lambda: "0.0-fake")
+    monkeypatch.setattr(references, "zoo_entry", lambda env: {"n_envs": 2, "n_timesteps": 10000})
     out = tmp_path / "data"
     argv = ["--envs", "Fake-v1", "--seeds", "0,1,2", "--points", "20", "--out", str(out)]
     argv += ["--budget", "Fake-v1=5000", "--results-dir", str(tmp_path / "results")]
@@ -116,15 +115,24 @@ def test_the_command_writes_a_valid_reference(monkeypatch, tmp_path: Path, capsy
 
 def test_a_failing_peer_writes_nothing(monkeypatch, tmp_path: Path):
     script = tmp_path / "broken.py"
-    script.write_text(
-        "import sys\nif '--print-settings' in sys.argv: print('{\"n_timesteps\": 10}')\n"
-        "else: sys.exit('boom')\n"
-    )
+    script.write_text("import sys\nsys.exit('boom')\n")
     monkeypatch.setattr(references, "PYTHON", Path(sys.executable))
     monkeypatch.setattr(references, "SCRIPT", script)
     monkeypatch.setattr(references, "sb3_version", lambda: "0.0-fake")
+    monkeypatch.setattr(references, "zoo_entry", lambda env: {"n_timesteps": 10})
     out = tmp_path / "data"
     argv = ["--envs", "Fake-v1", "--seeds", "0", "--out", str(out)]
     with pytest.raises(RuntimeError, match="exit 1"):
         references.main([*argv, "--results-dir", str(tmp_path / "results")])
     assert not list(out.glob("*.json"))
+
+
+@pytest.mark.parametrize("env_id", references.ENVS)
+def test_sb3_runs_the_entry_the_preset_was_ported_from(env_id: str) -> None:
+    entry = references.peer_settings(env_id)
+    assert entry["n_timesteps"] > 0 and entry.get("policy", "MlpPolicy") == "MlpPolicy"
+
+
+def test_an_env_without_an_entry_is_refused() -> None:
+    with pytest.raises(SystemExit, match="no rl-zoo entry"):
+        references.peer_settings("my_envs:Custom-v0")

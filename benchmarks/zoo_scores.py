@@ -1,0 +1,269 @@
+"""Learning quality against rl-zoo: each env trained as a user would, scored as rl-zoo scores.
+
+For every env and seed: `rollout train --env ID --seed S --out DIR` with nothing else (the
+preset's settings, the preset's budget), then `rollout evaluate` of the final checkpoint over 50
+episodes with the deterministic policy, as rl-zoo's benchmark evaluates. Where the preset's
+budget is not rl-zoo's (CartPole keeps PPOConfig's defaults, 1M steps), `--set stop.env_steps`
+gives rl-zoo's, and the table says so.
+
+Resumable env by env and seed by seed: every finished run is one line in RESULTS (JSON lines),
+and a run already there is not repeated (`--rerun` repeats it). After each run the table in
+docs/benchmarks.md is rewritten from every line of RESULTS.
+
+    .venv/bin/python benchmarks/zoo_scores.py --envs Pendulum-v1,CartPole-v1 [--seeds 0,1,2]
+        [--results benchmarks/results/zoo_scores.jsonl] [--rerun] [--no-docs] [--list]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.contenders import BENCH_DIR, REPO
+from benchmarks.docs_section import write_section
+from trainer.resolve import resolve_config
+
+ROLLOUT = REPO / ".venv" / "bin" / "rollout"
+RESULTS = BENCH_DIR / "results" / "zoo_scores.jsonl"
+DOCS = REPO / "docs" / "benchmarks.md"
+START, END = "<!-- zoo_scores:start -->", "<!-- zoo_scores:end -->"
+EVAL_EPISODES = 50
+EVAL_SEED_OFFSET = 1000  # evaluation episodes never replay the training seeds' resets
+_CHECKPOINT = re.compile(r"checkpoint (\S+)\s*$")
+
+
+@dataclass(frozen=True)
+class ZooRow:
+    """One row of rl-baselines3-zoo's benchmark.md for PPO."""
+
+    env_id: str
+    score: float
+    budget: int
+    zoo_env: str  # the env id rl-zoo scored (older versions for Box2D and MuJoCo)
+    seeds: int  # 3 where a run takes under 5 minutes on 2 cores, else 2
+
+
+ZOO_TABLE: tuple[ZooRow, ...] = (
+    ZooRow("CartPole-v1", 500.0, 100_000, "CartPole-v1", 3),
+    ZooRow("Acrobot-v1", -73.5, 1_000_000, "Acrobot-v1", 2),
+    ZooRow("MountainCar-v0", -110.4, 1_000_000, "MountainCar-v0", 2),
+    ZooRow("MountainCarContinuous-v0", 88.3, 20_000, "MountainCarContinuous-v0", 3),
+    ZooRow("Pendulum-v1", -172.2, 100_000, "Pendulum-v1", 3),
+    ZooRow("LunarLander-v3", 242.1, 1_000_000, "LunarLander-v2", 2),
+    ZooRow("LunarLanderContinuous-v3", 270.9, 1_000_000, "LunarLanderContinuous-v2", 2),
+    ZooRow("BipedalWalker-v3", 287.9, 5_000_000, "BipedalWalker-v3", 2),
+    ZooRow("HalfCheetah-v5", 5819.0, 1_000_000, "HalfCheetah-v3", 2),
+    ZooRow("Hopper-v5", 2410.0, 1_000_000, "Hopper-v3", 2),
+    ZooRow("Walker2d-v5", 3479.0, 1_000_000, "Walker2d-v3", 2),
+    ZooRow("Ant-v5", 1327.0, 1_000_000, "Ant-v3", 2),
+    ZooRow("Swimmer-v5", 281.6, 1_000_000, "Swimmer-v3", 2),
+)
+ROWS = {row.env_id: row for row in ZOO_TABLE}
+
+
+def budget_args(row: ZooRow) -> list[str]:
+    """`--set stop.env_steps=N` where the preset's own budget is not rl-zoo's, else nothing."""
+    preset_budget = resolve_config({"env_id": row.env_id}).config.stop.env_steps
+    return [] if preset_budget == row.budget else ["--set", f"stop.env_steps={row.budget}"]
+
+
+def _git_commit() -> str:
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+    )
+    return done.stdout.strip() or "unknown"
+
+
+def run_one(row: ZooRow, seed: int, work: Path) -> dict[str, Any]:
+    """Train and evaluate one seed; the result line for RESULTS."""
+    out = work / f"{row.env_id.replace('/', '_')}-s{seed}"
+    extra = budget_args(row)
+    train = [str(ROLLOUT), "train", "--env", row.env_id, "--seed", str(seed), *extra]
+    train += ["--out", str(out), "--overwrite"]
+    log = work / f"{out.name}.log"
+    t0 = time.monotonic()
+    with log.open("w") as log_file:
+        done = subprocess.run(train, stdout=log_file, stderr=subprocess.STDOUT, cwd=REPO)
+    train_s = time.monotonic() - t0
+    lines = log.read_text().splitlines()
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(train)} exited {done.returncode}: {lines[-5:]}")
+    match = next((m for m in map(_CHECKPOINT.search, reversed(lines)) if m), None)
+    if match is None:
+        raise RuntimeError(f"no checkpoint in the output of {' '.join(train)}")
+    checkpoint = match.group(1)
+    last = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+    evaluate = [str(ROLLOUT), "evaluate", checkpoint, "--episodes", str(EVAL_EPISODES)]
+    evaluate += ["--seed", str(EVAL_SEED_OFFSET + seed)]
+    t1 = time.monotonic()
+    scored = subprocess.run(evaluate, capture_output=True, text=True, cwd=REPO)
+    if scored.returncode != 0:
+        raise RuntimeError(f"{' '.join(evaluate)} exited {scored.returncode}: {scored.stderr}")
+    report = json.loads(scored.stdout.strip().splitlines()[-1])
+    return {
+        "env_id": row.env_id,
+        "seed": seed,
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "commit": _git_commit(),
+        "command": " ".join(["rollout", *train[1:-3]]),
+        "env_steps": int(last["env_steps"]),
+        "train_s": round(train_s, 1),
+        "eval_s": round(time.monotonic() - t1, 1),
+        "train_return_mean": last.get("episode_return_mean"),
+        "eval_return_mean": report["return_mean"],
+        "eval_return_std": report["return_std"],
+        "eval_episodes": report["episodes"],
+    }
+
+
+def load_results(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def latest_per_run(results: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
+    """The last line for each (env, seed): a rerun replaces the earlier one."""
+    return {(r["env_id"], r["seed"]): r for r in results}
+
+
+def summary_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per env of ZOO_TABLE with runs: per-seed scores, their mean, the verdict."""
+    runs = latest_per_run(results)
+    rows = []
+    for row in ZOO_TABLE:
+        mine = sorted((r for (env, _), r in runs.items() if env == row.env_id), key=_seed)
+        if not mine:
+            continue
+        scores = [r["eval_return_mean"] for r in mine]
+        mean = statistics.fmean(scores)
+        rows.append(
+            {
+                "row": row,
+                "runs": mine,
+                "mean": mean,
+                "met": mean >= row.score,
+                "gap": mean - row.score,
+                "train_s_median": statistics.median(r["train_s"] for r in mine),
+                "budget_flag": bool(budget_args(row)),
+            }
+        )
+    return rows
+
+
+def _seed(result: dict[str, Any]) -> int:
+    return int(result["seed"])
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        START,
+        "| env | rl-zoo PPO | budget | seeds | Rollout (mean of seeds) | per seed (50-episode "
+        "mean ± std) | train time (median) | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for s in rows:
+        row: ZooRow = s["row"]
+        per_seed = "; ".join(
+            f"s{r['seed']} {r['eval_return_mean']:.1f} ± {r['eval_return_std']:.1f}"
+            for r in s["runs"]
+        )
+        zoo = f"{row.score:g}" + ("" if row.zoo_env == row.env_id else f" ({row.zoo_env})")
+        budget = f"{row.budget:,}" + (" (flag)" if s["budget_flag"] else "")
+        verdict = "met" if s["met"] else f"short by {-s['gap']:.1f}"
+        lines.append(
+            f"| {row.env_id} | {zoo} | {budget} | {len(s['runs'])} | {s['mean']:.1f} | "
+            f"{per_seed} | {s['train_s_median']:.0f} s | {verdict} |"
+        )
+    missing = [r.env_id for r in ZOO_TABLE if r.env_id not in {s["row"].env_id for s in rows}]
+    if missing:
+        lines.append("")
+        lines.append("Not run yet: " + ", ".join(missing) + ".")
+    dates = sorted({r["date"] for s in rows for r in s["runs"]})
+    commits = sorted({r["commit"] for s in rows for r in s["runs"]})
+    if dates:
+        lines.append("")
+        lines.append(
+            f"Runs from {dates[0]} to {dates[-1]} (commits {', '.join(commits)}); "
+            "each line of benchmarks/results/zoo_scores.jsonl is one run with its command."
+        )
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--envs", default="", help="comma list of env ids (default: every row)")
+    parser.add_argument("--seeds", default="", help="comma list (default: the row's count)")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--work", type=Path, default=BENCH_DIR / "results" / "zoo_runs")
+    parser.add_argument("--rerun", action="store_true", help="repeat runs already recorded")
+    parser.add_argument("--no-docs", action="store_true", help="leave docs/benchmarks.md alone")
+    parser.add_argument("--list", action="store_true", help="print the table and exit")
+    args = parser.parse_args(argv)
+    args.envs = [e for e in args.envs.split(",") if e] or [r.env_id for r in ZOO_TABLE]
+    unknown = [e for e in args.envs if e not in ROWS]
+    if unknown:
+        parser.error(f"no rl-zoo row for {unknown}; choose from {sorted(ROWS)}")
+    args.seeds = [int(s) for s in args.seeds.split(",") if s]
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.list:
+        print(markdown(summary_rows(load_results(args.results))))
+        return 0
+    if not ROLLOUT.exists():
+        print(f"missing {ROLLOUT}: run `make venv`", file=sys.stderr)
+        return 2
+    args.work.mkdir(parents=True, exist_ok=True)
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    for env_id in args.envs:
+        row = ROWS[env_id]
+        for seed in args.seeds or list(range(row.seeds)):
+            done = latest_per_run(load_results(args.results))
+            if (env_id, seed) in done and not args.rerun:
+                print(f"{env_id} seed {seed}: recorded, skipped (--rerun repeats it)")
+                continue
+            print(f"{env_id} seed {seed}: training {row.budget:,} steps ...", flush=True)
+            result = run_one(row, seed, args.work)
+            with args.results.open("a") as f:
+                f.write(json.dumps(result) + "\n")
+            print(
+                f"{env_id} seed {seed}: {result['eval_return_mean']:.1f} ± "
+                f"{result['eval_return_std']:.1f} over {EVAL_EPISODES} episodes "
+                f"(rl-zoo {row.score:g}), trained in {result['train_s']:.0f} s",
+                flush=True,
+            )
+            if not args.no_docs:
+                write_docs(load_results(args.results))
+    print(markdown(summary_rows(load_results(args.results))))
+    return 0
+
+
+def write_docs(results: list[dict[str, Any]]) -> None:
+    write_section(
+        DOCS,
+        START,
+        END,
+        markdown(summary_rows(results)),
+        anchor="## Learning quality against rl-zoo",
+        heading="## Learning quality against rl-zoo",
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
