@@ -119,3 +119,63 @@ def test_a_killed_api_is_restarted_and_adopts_its_running_job(
 def _steps_from_jsonl(data_dir: Path, exp_id: int) -> list[str]:
     path = job_dir(Settings(data_dir=data_dir), exp_id) / "metrics.jsonl"
     return path.read_text().splitlines()
+
+
+def _driver(processes: dict[int, int]) -> tuple[int, int] | None:
+    """(pid, start time) of the job driver (`python -m trainer.job`) among `processes`."""
+    for pid, started in processes.items():
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"trainer.job" in argv:
+            return pid, started
+    return None
+
+
+def test_a_killed_api_and_head_stop_the_driver_before_the_run_is_failed(
+    tmp_path: Path, reaper: ProcessReaper
+) -> None:
+    """SIGKILL of the API and of its Ray head, restarted at once: the head cannot be adopted,
+    so the run is failed, but only after its driver (which outlives its head, in a session of
+    its own) is stopped; every point the job wrote is stored, and nothing writes afterwards."""
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    port = free_ports(1)[0]
+    env = _env(tmp_path)
+    reaper.track_heads_of(data_dir)
+    config = {**QUICK, "stop": {"wall_seconds": 300}, "checkpoint_every": 4}
+
+    with rollout_serve(data_dir, port=port, env=env, start_timeout_s=180) as first:
+        api = httpx.Client(base_url=f"{first.url}/api/v1", timeout=30)
+        response = api.post("/experiments", json={"name": "loses its head", "config": config})
+        assert response.status_code == 201, response.text
+        exp_id = response.json()["id"]
+        wait_for(lambda: len(_steps(api, exp_id)) >= 2, 180, "two iterations")
+        record = head_state.load(data_dir)
+        assert record is not None
+        driver = _driver(reaper.track_tree(first.proc.pid))  # below the head, below the API
+        assert driver is not None
+        os.kill(first.proc.pid, signal.SIGKILL)
+        os.kill(record.pid, signal.SIGKILL)
+        first.proc.wait(timeout=10)
+
+    with rollout_serve(data_dir, port=port, env=env, start_timeout_s=180) as second:
+        try:
+            api = httpx.Client(base_url=f"{second.url}/api/v1", timeout=30)
+            # The lost head's runs are ended before the service answers.
+            found = _experiment(api, exp_id)
+            assert found["status"] == "failed", found
+            assert "Ray head" in found["error"]
+            # Its driver was stopped before that: nothing writes behind `failed`.
+            assert not alive({driver[0]: driver[1]}), f"driver {driver[0]} still runs"
+            jsonl = job_dir(Settings(data_dir=data_dir), exp_id) / "metrics.jsonl"
+            size = jsonl.stat().st_size
+            produced = assert_stored_exactly(api, exp_id, jsonl)
+            assert produced >= 2
+            time.sleep(3)
+            assert jsonl.stat().st_size == size
+            assert assert_stored_exactly(api, exp_id, jsonl) == produced
+        finally:
+            reaper.track_tree(second.proc.pid)
+    assert reaper.survivors() == []
