@@ -110,7 +110,7 @@ def test_cartpole_only_peers_refuse_other_envs(tmp_path: Path) -> None:
         CONTENDERS["cleanrl"].command("Acrobot-v1", 0, -100.0, tmp_path)
     with pytest.raises(SystemExit):
         parse_args(["--env", "Acrobot-v1", "--peers", "rllib"])
-    with pytest.raises(SystemExit):  # no reward_threshold known: --target is needed
-        parse_args(["--env", "Pendulum-v1", "--peers", "sb3"])
+    with pytest.raises(SystemExit):  # no target known: --target is needed
+        parse_args(["--env", "MountainCar-v0", "--peers", "sb3"])
     args = parse_args(["--env", "Acrobot-v1", "--peers", "sb3"])
     assert args.target == -100.0 and args.peers == ["sb3"]
