@@ -15,7 +15,7 @@ resuming live here too; the on-disk format is trainer/checkpoint.py's.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from trainer.env_runner_group import EnvRunnerGroup, ensure_ray, needs_ray
 from trainer.envs import env_spaces
 from trainer.learner_group import LearnerGroup
 from trainer.metrics import EpisodeWindow, Timers
+from trainer.system_metrics import SystemMonitor
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class IterationResult:
     time_s: float  # since the run's start_time
     policy_lag: int
     env_runner_restarts: int
+    system: dict[str, float] = field(default_factory=dict)  # system/... (system_metrics.py)
 
     @property
     def episode_return_mean(self) -> float:
@@ -74,6 +76,7 @@ class IterationResult:
             "time_s": self.time_s,
             "policy_lag": float(self.policy_lag),
             "env_runner_restarts": float(self.env_runner_restarts),
+            **self.system,
         }
 
 
@@ -93,6 +96,9 @@ class PPO:
         self.learner_group = LearnerGroup(config, obs_space, action_space)
         self.env_runners = EnvRunnerGroup(config)
         self.window = EpisodeWindow()
+        # The Learner's GPU, where it is in this process (serial Learner, num_learners 0).
+        local = self.learner_group.local
+        self.system = SystemMonitor(local.device if local is not None else None)
         self.iteration = 0
         self.env_steps = 0  # lifetime, transitions only
         self.weights_version = 0
@@ -157,6 +163,7 @@ class PPO:
             time_s=time.monotonic() - self.start_time,
             policy_lag=policy_lag,
             env_runner_restarts=self.env_runners.restarts,
+            system=self.system.sample(),
         )
 
     # --- stop criteria -------------------------------------------------------------------------

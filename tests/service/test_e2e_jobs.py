@@ -204,6 +204,9 @@ def test_cartpole_experiment_runs_to_success_and_its_checkpoint_evaluates(
     # Every iteration's metrics are stored, keyed by lifetime env steps.
     steps = service.metric_steps(exp_id)
     assert steps and steps[-1] == exp["env_steps"]
+    # System metrics are stored and charted like the rest.
+    names = service.http.get(f"/experiments/{exp_id}/metrics/names").json()["names"]
+    assert {"system/cpu_percent", "system/rss_mb", "system/node_memory_percent"} <= set(names)
 
     checkpoints = service.http.get(f"/experiments/{exp_id}/checkpoints").json()
     assert checkpoints and any(c["is_latest"] for c in checkpoints)

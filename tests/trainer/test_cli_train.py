@@ -107,7 +107,7 @@ def test_train_prints_and_saves_the_resolved_config_of_its_preset(tmp_path: Path
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("preset: classic_control_continuous + Pendulum, set ")
-    assert "rl-baselines3-zoo hyperparams/ppo.yml: Pendulum-v1" in lines[0]
+    assert "rl-baselines3-zoo hyperparams/ppo.yml (commit 00128b5d): Pendulum-v1" in lines[0]
     assert "  gamma = 0.9" in lines and "  lr = 0.001" in lines
     assert "  normalize_rewards = false" in lines  # rl-zoo's Pendulum entry: no VecNormalize
     assert not any(line.startswith("  num_epochs =") for line in lines)  # the user's own

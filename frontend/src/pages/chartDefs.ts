@@ -41,6 +41,20 @@ export const CHARTS: ChartDef[] = [
       { name: "time_iteration_s", label: "iteration" },
     ],
   },
+  {
+    title: "CPU",
+    lines: [
+      { name: "system/cpu_percent", label: "trainer % (100 = a core)" },
+      { name: "system/node_cpu_percent", label: "machine %" },
+    ],
+  },
+  {
+    title: "Memory",
+    lines: [
+      { name: "system/rss_mb", label: "trainer MB" },
+      { name: "system/gpu_memory_mb", label: "GPU MB" },
+    ],
+  },
 ];
 
 /** Every metric any chart needs, plus wall time for the time axis. */
