@@ -38,6 +38,7 @@ from app.live.pg_notify import MetricsLoader, PgListener, conninfo, notify
 from app.live.router import router as live
 from app.metrics.router import job_router as metrics_jobs
 from app.metrics.router import router as metrics
+from app.metrics.router import summary_router as metric_summaries
 from app.metrics.service import metrics_message_between
 from app.presets.router import router as presets
 from app.references.router import router as references
@@ -56,6 +57,7 @@ UPLOAD_ROUTES = (
 API_ROUTERS: tuple[APIRouter, ...] = (
     experiments,
     metrics,
+    metric_summaries,
     checkpoints,
     presets,
     references,

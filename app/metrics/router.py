@@ -9,17 +9,20 @@ from fastapi import APIRouter, Depends, Query, Response
 from app.core.auth import JobTokenDep, require_api_token
 from app.core.deps import SessionDep
 from app.core.errors import InvalidInput
-from app.core.params import ExperimentId, StepQuery
+from app.core.params import MAX_ID, ExperimentId, StepQuery
 from app.core.text import NoNulStr
 from app.experiments import service as experiments
 from app.metrics import service
-from app.metrics.schemas import IngestResult, MetricNames, SeriesResponse
+from app.metrics.schemas import IngestResult, MetricNames, MetricSummaries, SeriesResponse
 from trainer.wire import MetricsIngest
 
 router = APIRouter(
     prefix="/experiments", tags=["metrics"], dependencies=[Depends(require_api_token)]
 )
 job_router = APIRouter(prefix="/jobs/experiments", tags=["jobs"])
+summary_router = APIRouter(
+    prefix="/metric-summaries", tags=["metrics"], dependencies=[Depends(require_api_token)]
+)
 
 
 @router.get("/{experiment_id}/metrics", response_model=SeriesResponse)
@@ -76,3 +79,31 @@ def ingest_metrics(
     result = service.ingest(session, exp, body.rows)
     session.commit()
     return result
+
+
+def _comma_list(raw: str, field: str, limit: int) -> list[str]:
+    items = list(dict.fromkeys(item.strip() for item in raw.split(",") if item.strip()))
+    if len(items) > limit:
+        raise InvalidInput(
+            f"too many {field} in one query",
+            fields=[{"field": field, "message": f"at most {limit}"}],
+        )
+    return items
+
+
+@summary_router.get("", response_model=MetricSummaries)
+def get_metric_summaries(
+    session: SessionDep,
+    ids: Annotated[NoNulStr, Query(description="Comma-separated experiment ids.")],
+    names: Annotated[NoNulStr, Query(description="Comma-separated metric names.")],
+) -> MetricSummaries:
+    """Last, min and max of some metrics of some experiments: the runs table's metric columns.
+    Unknown ids and names are simply absent from the answer."""
+    raw_ids = _comma_list(ids, "ids", service.MAX_SUMMARY_EXPERIMENTS)
+    if not all(i.isascii() and i.isdigit() and 1 <= int(i) <= MAX_ID for i in raw_ids):
+        raise InvalidInput(
+            "ids must be experiment ids",
+            fields=[{"field": "ids", "message": f"comma-separated integers 1-{MAX_ID}"}],
+        )
+    wanted = _comma_list(names, "names", service.MAX_SUMMARY_NAMES)
+    return MetricSummaries(summaries=service.summaries(session, [int(i) for i in raw_ids], wanted))

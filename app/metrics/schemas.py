@@ -24,3 +24,17 @@ class SeriesResponse(BaseModel):
 
 class MetricNames(BaseModel):
     names: list[str]
+
+
+class MetricSummary(BaseModel):
+    """One series reduced to what a runs table shows: its last value and its extremes."""
+
+    last: float | None = Field(description="Value at the run's latest env step, if logged there.")
+    min: float
+    max: float
+
+
+class MetricSummaries(BaseModel):
+    summaries: dict[int, dict[str, MetricSummary]] = Field(
+        description="Experiment id -> metric name -> summary; series never logged are absent."
+    )

@@ -7,7 +7,7 @@ from itertools import groupby
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
 from app.core.db import publish_after_commit, utcnow
@@ -18,7 +18,7 @@ from app.live.topics import columnar, experiment_topic, metrics_message
 from app.metrics import rollups
 from app.metrics.downsample import driver_cursor, min_max_points, pipeline, raw_rows
 from app.metrics.models import MetricPoint, MetricRollup
-from app.metrics.schemas import IngestResult, Series
+from app.metrics.schemas import IngestResult, MetricSummary, Series
 from trainer.wire import MetricsRow
 
 RETURN_METRIC = "episode_return_mean"
@@ -261,3 +261,55 @@ def metrics_message_between(
     ).all()
     steps, columns = columnar([tuple(r) for r in rows])
     return metrics_message(experiment_id, steps, columns)
+
+
+MAX_SUMMARY_EXPERIMENTS = 200
+MAX_SUMMARY_NAMES = 20
+
+
+def summaries(
+    session: Session, experiment_ids: list[int], names: list[str]
+) -> dict[int, dict[str, MetricSummary]]:
+    """Last, min and max of each named series of each experiment, in two index-backed reads:
+    the extremes from the coarsest rollup level (a few rows per series, never a point scan),
+    the last values at each run's latest env step."""
+    if not experiment_ids or not names:
+        return {}
+    top = rollups.LEVELS - 1
+    extremes = session.execute(
+        select(
+            MetricRollup.experiment_id,
+            MetricRollup.name,
+            func.min(MetricRollup.min_value),
+            func.max(MetricRollup.max_value),
+        )
+        .where(
+            MetricRollup.experiment_id.in_(experiment_ids),
+            MetricRollup.name.in_(names),
+            MetricRollup.level == top,
+        )
+        .group_by(MetricRollup.experiment_id, MetricRollup.name)
+    ).all()
+    latest = {
+        exp_id: steps
+        for exp_id, steps in session.execute(
+            select(Experiment.id, Experiment.env_steps).where(
+                Experiment.id.in_(experiment_ids), Experiment.env_steps.is_not(None)
+            )
+        )
+    }
+    last: dict[tuple[int, str], float] = {}
+    if latest:
+        rows = session.execute(
+            select(MetricPoint.experiment_id, MetricPoint.name, MetricPoint.value).where(
+                tuple_(MetricPoint.experiment_id, MetricPoint.step).in_(list(latest.items())),
+                MetricPoint.name.in_(names),
+            )
+        ).all()
+        last = {(exp_id, name): value for exp_id, name, value in rows}
+    out: dict[int, dict[str, MetricSummary]] = {}
+    for exp_id, name, low, high in extremes:
+        out.setdefault(exp_id, {})[name] = MetricSummary(
+            last=last.get((exp_id, name)), min=low, max=high
+        )
+    return out

@@ -71,6 +71,33 @@ def test_sort_and_filters_live_in_the_url(
             page.click('[data-remove-column="lr"]')
             expect(lr_cells).to_have_count(0)
             assert page.url.endswith("#/")
+
+            # A metric's min as a column: the server's summaries, sortable, in the URL.
+            page.select_option('[name="column-kind"]', "min")
+            page.fill('[name="add-column"]', "vf_loss")
+            page.click("[data-action=add-column]")
+            vf_cells = page.locator('td[data-metric-col="min:vf_loss"]')
+            wait_until(
+                lambda: vf_cells.count() == 3 and "\u2013" not in vf_cells.all_inner_texts(),
+                15,
+                "the min:vf_loss column filled",
+            )
+            expect(page.locator('th[data-sort-key="metric.min:vf_loss"]')).to_contain_text(
+                "vf_loss (min)"
+            )
+            summaries = httpx.get(
+                f"{server.url}{API_PREFIX}/metric-summaries",
+                params={"ids": ",".join(str(i) for i in ids.values()), "names": "vf_loss"},
+            ).json()["summaries"]
+            lowest = {name: summaries[str(i)]["vf_loss"]["min"] for name, i in ids.items()}
+            page.click('th[data-sort-key="metric.min:vf_loss"] button.sort')
+            by_min_desc = sorted(lowest, key=lowest.__getitem__, reverse=True)
+            wait_until(lambda: names() == by_min_desc, 15, "by min vf_loss, desc")
+            assert page.url.endswith("#/?cols=min%3Avf_loss&sort=metric.min%3Avf_loss&dir=desc")
+            page.reload()
+            wait_until(lambda: names() == by_min_desc, 15, "the metric column kept")
+            page.click('[data-remove-column="min:vf_loss"]')
+            expect(vf_cells).to_have_count(0)
         finally:
             context.close()
     assert not errors, errors

@@ -293,3 +293,57 @@ def test_a_point_inside_a_buckets_range_leaves_the_rollup_rows_alone(
     point = 1 if backend == "sqlite" else 0
     assert writes(3, 0.5) == point  # inside [0, 1] at every level
     assert writes(4, 2.0) == point + rollups.LEVELS  # a new maximum at every level
+
+
+def test_metric_summaries_give_last_min_and_max_per_run(client, create_experiment, job_token):
+    first, second, silent = create_experiment(), create_experiment(), create_experiment()
+    _ingest(
+        client,
+        first["id"],
+        job_token(first["id"]),
+        [
+            {"step": s, "time_s": s, "values": {"vf_loss": v, "kl": 0.1}}
+            for s, v in ((100, 5.0), (200, 0.5), (300_000_000, 2.0))  # far apart: many buckets
+        ],
+    )
+    _ingest(
+        client,
+        second["id"],
+        job_token(second["id"]),
+        [{"step": 10, "time_s": 1, "values": {"vf_loss": -1.0}}],
+    )
+    ids = f"{first['id']},{second['id']},{silent['id']},999999"
+    response = client.get("/api/v1/metric-summaries", params={"ids": ids, "names": "vf_loss,nope"})
+    assert response.status_code == 200, response.text
+    got = response.json()["summaries"]
+    assert got == {
+        str(first["id"]): {"vf_loss": {"last": 2.0, "min": 0.5, "max": 5.0}},
+        str(second["id"]): {"vf_loss": {"last": -1.0, "min": -1.0, "max": -1.0}},
+    }
+    # A later point of another series only: vf_loss has no value at the latest step.
+    _ingest(
+        client,
+        second["id"],
+        job_token(second["id"]),
+        [{"step": 20, "time_s": 2, "values": {"kl": 0.3}}],
+    )
+    got = client.get(
+        "/api/v1/metric-summaries", params={"ids": str(second["id"]), "names": "vf_loss,kl"}
+    ).json()["summaries"][str(second["id"])]
+    assert got == {
+        "vf_loss": {"last": None, "min": -1.0, "max": -1.0},
+        "kl": {"last": 0.3, "min": 0.3, "max": 0.3},
+    }
+
+
+def test_metric_summaries_refuse_bad_ids_and_too_many_names(client):
+    for ids in ("1,x", "0", "1,-2", "99999999999", "\u0661"):  # an Arabic-Indic digit
+        response = client.get("/api/v1/metric-summaries", params={"ids": ids, "names": "kl"})
+        assert response.status_code == 422, (ids, response.text)
+        assert response.json()["error"]["fields"][0]["field"] == "ids"
+    names = ",".join(f"m{i}" for i in range(metrics.MAX_SUMMARY_NAMES + 1))
+    response = client.get("/api/v1/metric-summaries", params={"ids": "1", "names": names})
+    assert response.status_code == 422
+    assert response.json()["error"]["fields"][0]["field"] == "names"
+    missing = client.get("/api/v1/metric-summaries", params={"ids": "1"})
+    assert missing.status_code == 422

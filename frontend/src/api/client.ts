@@ -10,6 +10,7 @@ import type {
   ExperimentEvent,
   ExperimentPage,
   FieldError,
+  MetricSummary,
   MetricsResponse,
   PPOConfig,
   ReferenceList,
@@ -116,6 +117,9 @@ export const api = {
   resume: (id: number, stop?: StopCriteria) =>
     request<Experiment>("POST", `/experiments/${id}/resume`, stop ? { stop } : undefined),
   metricNames: (id: number) => request<{ names: string[] }>("GET", `/experiments/${id}/metrics/names`),
+  /** Last, min and max of `names` for each of `ids` (the runs table's metric columns). */
+  metricSummaries: (ids: number[], names: string[]) =>
+    request<{ summaries: Record<string, Record<string, MetricSummary>> }>("GET", `/metric-summaries${query({ ids: ids.join(","), names: names.join(",") })}`),
   metrics: (id: number, names: string[], maxPoints: number | undefined, stepMin?: number, stepMax?: number) =>
     request<MetricsResponse>(
       "GET",

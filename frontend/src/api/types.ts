@@ -281,3 +281,10 @@ export interface StopCriteria {
   episode_return_mean?: number | null;
   wall_seconds?: number | null;
 }
+
+/** One metric of one run as the runs table shows it (GET /metric-summaries). */
+export interface MetricSummary {
+  last: number | null;
+  min: number;
+  max: number;
+}

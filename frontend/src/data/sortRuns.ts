@@ -3,26 +3,71 @@
  * &dir=desc) so a view can be bookmarked, shared and reloaded.
  */
 
-import type { Experiment } from "../api/types";
+import type { Experiment, MetricSummary } from "../api/types";
 import { elapsedSeconds } from "./format";
 import type { Filter } from "./filter";
 
 type BuiltinKey = "id" | "name" | "env" | "status" | "progress" | "return" | "best" | "steps" | "started" | "duration";
-/** A built-in column, or `config.<dotted path>`: a config field shown as a column. */
-export type SortKey = BuiltinKey | `config.${string}`;
+/** A built-in column, `config.<dotted path>` (a config field as a column), or
+ * `metric.<agg>:<name>` (the last, min or max of a logged metric as a column). */
+export type SortKey = BuiltinKey | `config.${string}` | `metric.${string}`;
 export type SortDir = "asc" | "desc";
 
 export interface ListView extends Filter {
   sort: SortKey;
   dir: SortDir;
-  /** Config fields shown as extra columns (dotted paths: "lr", "model.hidden_sizes"). */
+  /** Extra columns: config fields (dotted paths: "lr", "model.hidden_sizes") and metric
+   * columns ("max:episode_return_mean", "last:system/rss_mb"). */
   cols: string[];
 }
 
+/** What a metric column shows of its series. */
+export const METRIC_AGGS = ["last", "min", "max"] as const;
+export type MetricAgg = (typeof METRIC_AGGS)[number];
+/** Experiment id -> metric name -> summary (GET /metric-summaries). */
+export type Summaries = Map<number, Record<string, MetricSummary>>;
+
 const PATH = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$/;
+// The trainer's names and anything a job logs: no commas (the URL's list separator).
+const METRIC_NAME = /^[^,\s]{1,128}$/;
 
 export function isConfigPath(path: string): boolean {
   return PATH.test(path);
+}
+
+/** `{agg, name}` of a metric column ("max:vf_loss"), or null for anything else. */
+export function metricColumn(col: string): { agg: MetricAgg; name: string } | null {
+  const at = col.indexOf(":");
+  if (at < 0) return null;
+  const agg = col.slice(0, at) as MetricAgg;
+  const name = col.slice(at + 1);
+  return METRIC_AGGS.includes(agg) && METRIC_NAME.test(name) ? { agg, name } : null;
+}
+
+export function isColumn(col: string): boolean {
+  return isConfigPath(col) || metricColumn(col) !== null;
+}
+
+/** The sort key of an extra column. */
+export function columnSortKey(col: string): SortKey {
+  return metricColumn(col) ? `metric.${col}` : `config.${col}`;
+}
+
+/** The header text of an extra column: "lr", "vf_loss (max)". */
+export function columnLabel(col: string): string {
+  const metric = metricColumn(col);
+  return metric ? `${metric.name} (${metric.agg})` : col;
+}
+
+/** The metric names the extra columns need summaries of. */
+export function summaryNames(cols: readonly string[]): string[] {
+  return [...new Set(cols.map(metricColumn).filter((m) => m !== null).map((m) => m.name))];
+}
+
+export function metricValue(summaries: Summaries, id: number, col: string): number | null {
+  const metric = metricColumn(col);
+  const found = metric ? summaries.get(id)?.[metric.name] : undefined;
+  return found && metric ? found[metric.agg] : null;
 }
 
 /** The value at a dotted path of a config (undefined when absent). */
@@ -64,20 +109,25 @@ export const SORT_KEYS = Object.keys(VALUE) as BuiltinKey[];
 
 function isSortKey(key: string | null): key is SortKey {
   if (!key) return false;
+  if (key.startsWith("metric.")) return metricColumn(key.slice(7)) !== null;
   return (SORT_KEYS as string[]).includes(key) || (key.startsWith("config.") && isConfigPath(key.slice(7)));
 }
 
-function valueOf(sort: SortKey): (e: Experiment, now: number) => number | string | null {
+function valueOf(sort: SortKey, summaries: Summaries): (e: Experiment, now: number) => number | string | null {
   if (sort.startsWith("config.")) {
     const path = sort.slice("config.".length);
     return (e) => sortable(configValue(e.config, path));
+  }
+  if (sort.startsWith("metric.")) {
+    const col = sort.slice("metric.".length);
+    return (e) => metricValue(summaries, e.id, col);
   }
   return VALUE[sort as BuiltinKey];
 }
 
 /** Order by `sort`; rows without a value go last either way; ties newest first. */
-export function compareRuns(sort: SortKey, dir: SortDir, now = Date.now()): (a: Experiment, b: Experiment) => number {
-  const value = valueOf(sort);
+export function compareRuns(sort: SortKey, dir: SortDir, now = Date.now(), summaries: Summaries = new Map()): (a: Experiment, b: Experiment) => number {
+  const value = valueOf(sort, summaries);
   const sign = dir === "asc" ? 1 : -1;
   return (a, b) => {
     const [x, y] = [value(a, now), value(b, now)];
@@ -90,7 +140,7 @@ export function compareRuns(sort: SortKey, dir: SortDir, now = Date.now()): (a: 
 
 export function viewFromQuery(q: URLSearchParams): ListView {
   const sort = q.get("sort");
-  const cols = [...new Set((q.get("cols") ?? "").split(",").filter(isConfigPath))];
+  const cols = [...new Set((q.get("cols") ?? "").split(",").filter(isColumn))];
   return {
     status: q.get("status") ?? "",
     tag: q.get("tag") ?? "",

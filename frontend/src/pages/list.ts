@@ -7,12 +7,14 @@ import { api, ApiError, wsUrl } from "../api/client";
 import { LiveStream } from "../api/stream";
 import { FINISHED, STATUSES, type Experiment, type StreamMessage } from "../api/types";
 import { matches } from "../data/filter";
-import { compareRuns, configPaths, isConfigPath, viewFromQuery, viewToHash, type ListView, type SortKey } from "../data/sortRuns";
+import { columnLabel, columnSortKey, compareRuns, configPaths, isColumn, METRIC_AGGS, summaryNames, viewFromQuery, viewToHash, type ListView, type SortKey, type Summaries } from "../data/sortRuns";
 import { trackStream, untrackStream } from "../ui/conn";
 import { clear, el, frameScheduler } from "../ui/dom";
 import { COLUMNS, ExperimentRow } from "../ui/experimentRow";
 
 const PAGE = 50;
+// Metric columns of running experiments are refreshed this often (their series grow).
+const SUMMARY_REFRESH_MS = 5000;
 
 export function mountList(root: HTMLElement, query: URLSearchParams): () => void {
   document.title = "Experiments · Rollout";
@@ -29,9 +31,23 @@ export function mountList(root: HTMLElement, query: URLSearchParams): () => void
   statusSel.value = filter.status;
   let headers: HTMLElement[] = [];
   const headRow = el("tr", {});
-  const colInput = el("input", { name: "add-column", list: "config-paths", placeholder: "config field, e.g. lr", "aria-label": "Add a config field as a column" });
+  const colInput = el("input", { name: "add-column", list: "config-paths", placeholder: "config field, e.g. lr", "aria-label": "Add a column: a config field or a metric" });
+  const colKind = el(
+    "select",
+    { name: "column-kind", "aria-label": "What the column shows" },
+    el("option", { value: "config" }, "config field"),
+    METRIC_AGGS.map((agg) => el("option", { value: agg }, `metric: ${agg}`)),
+  );
   const colOptions = el("datalist", { id: "config-paths" });
-  const addCol = el("button", { type: "button", class: "btn secondary small", "data-action": "add-column", title: "Show this config field as a column" }, "+ column");
+  const metricOptions = el("datalist", { id: "metric-names" });
+  const addCol = el("button", { type: "button", class: "btn secondary small", "data-action": "add-column", title: "Show this config field or metric as a column" }, "+ column");
+  const summaries: Summaries = new Map();
+  let summarySeq = 0;
+  colKind.addEventListener("change", () => {
+    const metric = colKind.value !== "config";
+    colInput.setAttribute("list", metric ? "metric-names" : "config-paths");
+    colInput.placeholder = metric ? "metric, e.g. vf_loss" : "config field, e.g. lr";
+  });
 
   function renderHeader(): void {
     const sortable = (label: string, key: SortKey, extra?: HTMLElement) => {
@@ -40,8 +56,8 @@ export function mountList(root: HTMLElement, query: URLSearchParams): () => void
     };
     headers = [
       ...COLUMNS.map(([label, key]) => (key ? sortable(label, key) : el("th", {}, label))),
-      ...filter.cols.map((path) =>
-        sortable(path, `config.${path}`, el("button", { type: "button", class: "remove-col", title: `Remove the ${path} column`, "data-remove-column": path, onclick: () => setColumns(filter.cols.filter((c) => c !== path)) }, "✕")),
+      ...filter.cols.map((col) =>
+        sortable(columnLabel(col), columnSortKey(col), el("button", { type: "button", class: "remove-col", title: `Remove the ${columnLabel(col)} column`, "data-remove-column": col, onclick: () => setColumns(filter.cols.filter((c) => c !== col)) }, "✕")),
       ),
     ];
     headRow.replaceChildren(...headers);
@@ -50,22 +66,44 @@ export function mountList(root: HTMLElement, query: URLSearchParams): () => void
 
   function setColumns(cols: string[]): void {
     filter.cols = cols;
-    if (filter.sort.startsWith("config.") && !cols.includes(filter.sort.slice(7))) [filter.sort, filter.dir] = ["id", "desc"];
+    if ((filter.sort.startsWith("config.") || filter.sort.startsWith("metric.")) && !cols.some((c) => columnSortKey(c) === filter.sort)) [filter.sort, filter.dir] = ["id", "desc"];
     renderHeader();
     for (const [id, old] of rows) {
-      const fresh = new ExperimentRow(old.exp, selected.has(id), onSelect, filter.cols);
+      const fresh = new ExperimentRow(old.exp, selected.has(id), onSelect, filter.cols, summaries);
       old.tr.replaceWith(fresh.tr);
       rows.set(id, fresh);
     }
     reorder();
     keepInUrl();
+    void refreshSummaries();
+  }
+
+  /** Fetch the metric columns' summaries of the rows shown (one request), then patch them. */
+  async function refreshSummaries(): Promise<void> {
+    const names = summaryNames(filter.cols);
+    if (!names.length || !rows.size) return;
+    const seq = ++summarySeq;
+    try {
+      const ids = [...rows.keys()].slice(0, 200);
+      const got = (await api.metricSummaries(ids, names)).summaries;
+      if (seq !== summarySeq) return;
+      summaries.clear();
+      for (const [id, byName] of Object.entries(got)) summaries.set(Number(id), byName);
+      for (const id of rows.keys()) dirty.add(id);
+      flush();
+      if (filter.sort.startsWith("metric.")) reorderSoon();
+    } catch (e) {
+      errorBox.hidden = false;
+      errorBox.textContent = e instanceof ApiError ? e.message : String(e);
+    }
   }
 
   addCol.addEventListener("click", () => {
-    const path = colInput.value.trim().replace(/^config\./, "");
-    if (!isConfigPath(path) || filter.cols.includes(path)) return;
+    const name = colInput.value.trim();
+    const col = colKind.value === "config" ? name.replace(/^config\./, "") : `${colKind.value}:${name}`;
+    if (!isColumn(col) || filter.cols.includes(col)) return;
     colInput.value = "";
-    setColumns([...filter.cols, path]);
+    setColumns([...filter.cols, col]);
   });
   colInput.addEventListener("keydown", (ev) => {
     if (ev.key === "Enter") addCol.click();
@@ -81,7 +119,7 @@ export function mountList(root: HTMLElement, query: URLSearchParams): () => void
       "section",
       { class: "panel" },
       el("div", { class: "page-head" }, el("h1", {}, "Experiments"), el("a", { class: "btn", href: "#/new" }, "+ New experiment")),
-      el("div", { class: "toolbar" }, statusSel, tagInput, nameInput, compareBtn, el("span", { class: "add-column" }, colInput, colOptions, addCol)),
+      el("div", { class: "toolbar" }, statusSel, tagInput, nameInput, compareBtn, el("span", { class: "add-column" }, colKind, colInput, colOptions, metricOptions, addCol)),
       errorBox,
       el(
         "div",
@@ -122,7 +160,7 @@ export function mountList(root: HTMLElement, query: URLSearchParams): () => void
   }
 
   function reorder(): void {
-    const order = [...rows.values()].map((r) => r.exp).sort(compareRuns(filter.sort, filter.dir));
+    const order = [...rows.values()].map((r) => r.exp).sort(compareRuns(filter.sort, filter.dir, Date.now(), summaries));
     const current = [...tbody.children] as HTMLElement[];
     if (order.every((e, i) => Number(current[i]?.dataset.id) === e.id)) return;
     for (const e of order) tbody.appendChild((rows.get(e.id) as ExperimentRow).tr);
@@ -175,9 +213,16 @@ export function mountList(root: HTMLElement, query: URLSearchParams): () => void
       flush();
       if (filter.sort !== "id") reorderSoon();
     } else if (matches(exp, filter)) {
-      const r = new ExperimentRow(exp, selected.has(exp.id), onSelect, filter.cols);
+      const r = new ExperimentRow(exp, selected.has(exp.id), onSelect, filter.cols, summaries);
       if (colOptions.childElementCount === 0) {
         colOptions.append(...configPaths(exp.config).sort().map((p) => el("option", { value: p })));
+      }
+      if (metricOptions.childElementCount === 0 && exp.env_steps !== null) {
+        metricOptions.append(el("option", { value: "episode_return_mean" })); // until the names come
+        api
+          .metricNames(exp.id)
+          .then(({ names }) => metricOptions.replaceChildren(...names.map((n) => el("option", { value: n }))))
+          .catch(() => undefined); // the picker still takes typed names
       }
       rows.set(exp.id, r);
       // Newest first: a new experiment has the highest id.
@@ -199,6 +244,7 @@ export function mountList(root: HTMLElement, query: URLSearchParams): () => void
         rows.clear();
       }
       for (const exp of page.items) upsert(exp);
+      void refreshSummaries();
       cursor = page.next_cursor;
       more.hidden = !cursor;
       showEmpty();
@@ -256,9 +302,14 @@ export function mountList(root: HTMLElement, query: URLSearchParams): () => void
     for (const [id, r] of rows) if (!FINISHED.has(r.exp.status) && r.exp.started_at) dirty.add(id);
     if (dirty.size) flush();
   }, 1000);
+  // Metric columns follow running experiments' growing series.
+  const summaryTick = setInterval(() => {
+    if ([...rows.values()].some((r) => !FINISHED.has(r.exp.status))) void refreshSummaries();
+  }, SUMMARY_REFRESH_MS);
 
   return () => {
     clearInterval(tick);
+    clearInterval(summaryTick);
     if (debounce) clearTimeout(debounce);
     stream.close();
     untrackStream(key);

@@ -1,7 +1,7 @@
 /** One row of the experiments table: built once, then patched cell by cell on every update. */
 
 import type { Experiment } from "../api/types";
-import { configValue, type SortKey } from "../data/sortRuns";
+import { configValue, metricColumn, metricValue, type SortKey, type Summaries } from "../data/sortRuns";
 import { elapsedSeconds, fmtDuration, fmtNumber, fmtSteps, fmtTime } from "../data/format";
 import { el, setText } from "./dom";
 import { progressBar, updateProgress } from "./progress";
@@ -29,15 +29,20 @@ export class ExperimentRow {
   private readonly bar: HTMLElement;
   private readonly cells: Record<"name" | "notes" | "ret" | "best" | "steps" | "started" | "duration" | "tags", HTMLElement>;
 
-  private readonly configCells: [string, HTMLElement][];
+  /** The extra columns' cells: config fields and metric summaries (see sortRuns.ts). */
+  private readonly extraCells: [string, HTMLElement][];
 
   constructor(
     public exp: Experiment,
     selected: boolean,
     onSelect: (id: number, on: boolean) => void,
-    configColumns: readonly string[] = [],
+    columns: readonly string[] = [],
+    private readonly summaries: Summaries = new Map(),
   ) {
-    this.configCells = configColumns.map((path) => [path, el("td", { class: "config-cell", "data-config": path })]);
+    this.extraCells = columns.map((col) => [
+      col,
+      metricColumn(col) ? el("td", { class: "num metric-cell", "data-metric-col": col }) : el("td", { class: "config-cell", "data-config": col }),
+    ]);
     this.check = el("input", { type: "checkbox", "aria-label": `Select ${exp.name}` });
     this.check.checked = selected;
     this.check.addEventListener("change", () => onSelect(exp.id, this.check.checked));
@@ -63,7 +68,7 @@ export class ExperimentRow {
       el("td", {}, this.badge),
       el("td", { class: "progress-cell" }, this.bar),
       [c.ret, c.best, c.steps, c.started, c.duration, c.tags],
-      this.configCells.map(([, td]) => td),
+      this.extraCells.map(([, td]) => td),
     );
     this.render(Date.now());
   }
@@ -82,7 +87,9 @@ export class ExperimentRow {
     setText(this.cells.started, fmtTime(e.started_at));
     setText(this.cells.duration, fmtDuration(elapsedSeconds(e.started_at, e.finished_at, now)));
     setText(this.cells.tags, e.tags.join(", "));
-    for (const [path, td] of this.configCells) setText(td, showValue(configValue(e.config, path)));
+    for (const [col, td] of this.extraCells) {
+      setText(td, metricColumn(col) ? fmtNumber(metricValue(this.summaries, e.id, col)) : showValue(configValue(e.config, col)));
+    }
     this.tr.dataset.status = e.status;
   }
 }
