@@ -84,7 +84,7 @@ CONTENDERS: dict[str, Contender] = {
         "rollout",
         "rollout",
         REPO / ".venv" / "bin" / "rollout",
-        "Rollout, default PPOConfig (serial mode)",
+        "Rollout, its preset for the env (serial mode)",
     ),
     "sb3": _peer(
         "sb3", "sb3", "SB3 2.9.2 PPO, the preset's rl-zoo entry, 1 torch thread", zoo=True
