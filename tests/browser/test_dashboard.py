@@ -301,13 +301,18 @@ def test_dark_scheme_and_narrow_window(
     """The pages follow prefers-color-scheme and fit a phone-sized window."""
     errors: list[str] = []
     context, page = new_page(
-        browser, errors, viewport={"width": 390, "height": 800}, color_scheme="dark"
+        browser,
+        errors,
+        viewport={"width": 390, "height": 844},
+        color_scheme="dark",
+        has_touch=True,
     )
     try:
         for name, route in [
             ("experiments", "#/"),
             ("experiment", f"#/experiments/{state.form_id}"),
             ("new-experiment", "#/new"),
+            ("sweeps", "#/sweeps"),
         ]:
             page.goto(f"{service.url}/{route}")
             page.wait_for_selector("main#app > *")
@@ -319,7 +324,20 @@ def test_dark_scheme_and_narrow_window(
                 "document.documentElement.scrollWidth - document.documentElement.clientWidth"
             )
             assert overflow <= 0, f"{name} is {overflow}px wider than the window"
+            # Every control of the page's toolbars is within reach, none cut off at the edge.
+            for control in page.locator(".toolbar :is(input, select, button):visible").all():
+                box = control.bounding_box()
+                assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390, (
+                    name,
+                    control.evaluate("e => e.outerHTML.slice(0, 80)"),
+                    box,
+                )
             shot(page, artifacts, f"{name}-dark-narrow")
+        # On the runs table a tap on a header sorts, as with a mouse.
+        page.goto(f"{service.url}/#/")
+        page.wait_for_selector("table.experiments tbody tr")
+        page.locator('th[data-sort-key="name"] button').tap()
+        page.wait_for_function("location.hash.includes('sort=name')", timeout=10_000)
     finally:
         context.close()
     assert not errors, errors
