@@ -22,14 +22,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
-from app.core.db import SessionMaker, run_in_transaction, utcnow
+from app.core.db import SessionMaker
 from app.core.errors import NotFound
 from app.evaluations import files, service
 from app.evaluations.models import Evaluation, EvaluationStatus
+from app.jobs import kernel
 from app.jobs.launcher import JobRequest, RayJob, RayJobLauncher, RayJobState, RayUnavailable
 from app.jobs.resources import ClusterResources, ExperimentResources
 from trainer.wire import ENV_EVALUATION_ID
@@ -43,7 +44,7 @@ EVALUATION_RESOURCES = ExperimentResources(
     driver_cpus=1.0, driver_gpus=0.0, actor_cpus=0.0, actor_gpus=0.0
 )
 # A job submitted by another API process may not exist yet for a moment after its claim.
-MISSING_GRACE_S = 30.0
+MISSING_GRACE_S = kernel.MISSING_GRACE_S
 
 
 @dataclass(frozen=True)
@@ -100,21 +101,6 @@ def snapshots(session: Session) -> list[EvaluationSnapshot]:
     ]
 
 
-def _claim(session: Session, evaluation_id: int, submission_id: str) -> bool:
-    """Compare-and-set our Ray job id on a waiting evaluation (atomic on every backend)."""
-    result = session.execute(
-        update(Evaluation)
-        .where(
-            Evaluation.id == evaluation_id,
-            Evaluation.status.in_(WAITING),
-            Evaluation.ray_job_id.is_(None),
-        )
-        .values(ray_job_id=submission_id, updated_at=utcnow())
-        .execution_options(synchronize_session=False)
-    )
-    return result.rowcount == 1
-
-
 def new_submission_id(evaluation_id: int) -> str:
     return f"rollout-eval{evaluation_id}-{secrets.token_hex(4)}"
 
@@ -156,7 +142,7 @@ class EvaluationScheduler:
 
     async def _check(self, snap: EvaluationSnapshot, job: RayJob) -> None:
         if job.state == RayJobState.MISSING:
-            if _age_s(snap.started_at) >= MISSING_GRACE_S:
+            if kernel.age_s(snap.started_at) >= MISSING_GRACE_S:
                 await self._db(_settle, snap.id, (E.running,), E.failed, job.message, job.message)
             return
         if not job.state.is_terminal:
@@ -178,7 +164,7 @@ class EvaluationScheduler:
         reason = f"submitted as Ray job {submission_id} ({snap.resources.describe()})"
 
         def claim(session: Session) -> str | None:
-            if not _claim(session, snap.id, submission_id):
+            if not kernel.claim(session, Evaluation, snap.id, WAITING, submission_id):
                 return None  # deleted meanwhile, or claimed by another API process
             job_claim = service.issue_job_claim(session, snap.id)
             service.transition(session, snap.id, E.running, reason)
@@ -221,7 +207,7 @@ class EvaluationScheduler:
             log.warning("stop of %s failed: %s", ray_job_id, exc)
 
     async def _db(self, fn, *args):  # type: ignore[no-untyped-def]
-        return await asyncio.to_thread(run_in_transaction, self.sessionmaker, fn, *args)
+        return await kernel.in_db(self.sessionmaker, fn, *args)
 
 
 def _settle(
@@ -242,12 +228,6 @@ def _settle(
     except NotFound:
         return False
     return changed is not None
-
-
-def _age_s(since: dt.datetime | None) -> float:
-    if since is None:
-        return float("inf")
-    return (utcnow() - since).total_seconds()
 
 
 def scheduler_of(jobs: Any) -> EvaluationScheduler | None:

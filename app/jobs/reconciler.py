@@ -39,16 +39,17 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
-from app.core.db import SessionMaker, run_in_transaction, utcnow
+from app.core.db import SessionMaker
 from app.core.errors import field_errors
 from app.evaluations.scheduling import EvaluationQueue, EvaluationScheduler, oldest_first
 from app.experiments import service
 from app.experiments.lifecycle import ExperimentStatus
 from app.experiments.models import Experiment
+from app.jobs import kernel
 from app.jobs.launcher import (
     JobRequest,
     RayJob,
@@ -66,7 +67,7 @@ log = logging.getLogger(__name__)
 S = ExperimentStatus
 ACTIVE = (S.running, S.stopping)
 # A job submitted by another API process may not exist yet for a moment after its claim.
-MISSING_GRACE_S = 30.0
+MISSING_GRACE_S = kernel.MISSING_GRACE_S
 STOP_RESEND_S = 5.0
 
 
@@ -168,26 +169,6 @@ def _settle(
     return True
 
 
-def _claim(session: Session, experiment_id: int, submission_id: str) -> bool:
-    """Record our Ray job id on a waiting experiment unless another process got there first.
-
-    One conditional UPDATE (compare-and-set), so it is atomic on every backend: PostgreSQL
-    re-checks the condition after waiting for a concurrent claim's row lock, and SQLite runs
-    writers one at a time (a SELECT ... FOR UPDATE would lock nothing there).
-    """
-    result = session.execute(
-        update(Experiment)
-        .where(
-            Experiment.id == experiment_id,
-            Experiment.status.in_((S.pending, S.queued)),
-            Experiment.ray_job_id.is_(None),
-        )
-        .values(ray_job_id=submission_id, updated_at=utcnow())
-        .execution_options(synchronize_session=False)
-    )
-    return result.rowcount == 1
-
-
 class Reconciler:
     def __init__(
         self,
@@ -268,7 +249,7 @@ class Reconciler:
 
     async def _check(self, snap: Snapshot, job: RayJob) -> None:
         if job.state == RayJobState.MISSING:
-            if _age_s(snap.started_at) < MISSING_GRACE_S:
+            if kernel.age_s(snap.started_at) < MISSING_GRACE_S:
                 return
             await self._salvage(snap)
             if snap.status == S.stopping:
@@ -388,7 +369,7 @@ class Reconciler:
         reason = f"submitted as Ray job {submission_id} ({snap.resources.describe()})"
 
         def claim(session: Session) -> str | None:
-            if not _claim(session, snap.id, submission_id):
+            if not kernel.claim(session, Experiment, snap.id, (S.pending, S.queued), submission_id):
                 return None  # stopped meanwhile, or claimed by another API process
             job_claim = service.issue_job_claim(session, snap.id)
             service.transition(session, snap.id, S.running, reason)
@@ -415,15 +396,9 @@ class Reconciler:
         return True
 
     async def _db(self, fn, *args):  # type: ignore[no-untyped-def]
-        return await asyncio.to_thread(run_in_transaction, self.sessionmaker, fn, *args)
+        return await kernel.in_db(self.sessionmaker, fn, *args)
 
 
 def job_dir(settings: Settings, experiment_id: int) -> Path:
     """Where a job on the service's own machine keeps its local files (JSONL copy, archives)."""
     return (settings.data_dir / "jobs" / str(experiment_id)).resolve()
-
-
-def _age_s(since: dt.datetime | None) -> float:
-    if since is None:
-        return float("inf")
-    return (utcnow() - since).total_seconds()
