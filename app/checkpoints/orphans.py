@@ -19,6 +19,7 @@ from sqlalchemy import select
 
 from app.checkpoints import storage
 from app.checkpoints.models import Checkpoint
+from app.core import layout
 from app.core.config import Settings
 from app.core.db import SessionMaker, read_only
 from app.experiments.models import Experiment
@@ -88,7 +89,7 @@ def remove_orphans(
                     remove(file)
         elif entry.is_file() and storage.is_temp(entry):
             remove(entry)
-    for entry in _children(settings.data_dir / "jobs"):
+    for entry in _children(layout.jobs_dir(settings.data_dir)):
         if entry.is_dir() and entry.name.isdigit() and int(entry.name) not in ids:
             remove(entry)
     if report.removed:

@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from app.core import layout
+
 # Project-local by default, like MLflow's ./mlruns: a run's data sits next to the code that made
 # it and `git status` never shows it (.gitignore lists it).
 DEFAULT_DATA_DIR = Path(".rollout")
@@ -137,7 +139,7 @@ class Settings(BaseSettings):
     def resolved_database_url(self) -> str:
         if self.database_url:
             return self.database_url
-        return f"sqlite:///{(self.data_dir / 'rollout.db').resolve()}"
+        return f"sqlite:///{layout.database_file(self.data_dir).resolve()}"
 
     @property
     def uses_pg_notify(self) -> bool:
@@ -147,7 +149,7 @@ class Settings(BaseSettings):
 
     @property
     def checkpoints_dir(self) -> Path:
-        return self.data_dir / "checkpoints"
+        return layout.checkpoints_dir(self.data_dir)
 
     @property
     def api_url(self) -> str:
@@ -165,7 +167,7 @@ class Settings(BaseSettings):
         SQLite file are nobody else's business) and the default SQLite file 0600."""
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.checkpoints_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        database = None if self.database_url else self.data_dir / "rollout.db"
+        database = None if self.database_url else layout.database_file(self.data_dir)
         if database is not None:
             database.touch(mode=0o600, exist_ok=True)
         for path, mode in ((self.data_dir, 0o700), (database, 0o600)):

@@ -15,25 +15,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from app.checkpoints.storage import body_chunks
+from app.core import layout
 from app.core.config import Settings
 from app.core.errors import InvalidInput
 
 # The cap a job's encoder aims under (trainer.video.VideoLimits) and the upload limit.
 VIDEO_MAX_BYTES = 2_000_000
 VIDEO_MAX_FRAMES = 1000
-SUFFIXES = {"video/webm": ".webm", "video/mp4": ".mp4"}
-
-
-def experiment_videos_dir(settings: Settings, experiment_id: int) -> Path:
-    return settings.data_dir / "evaluations" / str(experiment_id)
-
-
-def video_relative_path(experiment_id: int, evaluation_id: int, media_type: str) -> Path:
-    return Path("evaluations") / str(experiment_id) / f"{evaluation_id}{SUFFIXES[media_type]}"
-
-
-def job_dir(settings: Settings, evaluation_id: int) -> Path:
-    return (settings.data_dir / "jobs" / "evaluations" / str(evaluation_id)).resolve()
 
 
 async def receive_video(chunks: AsyncIterator[bytes], target: Path) -> int:
@@ -58,7 +46,7 @@ async def receive_video(chunks: AsyncIterator[bytes], target: Path) -> int:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    for suffix in SUFFIXES.values():
+    for suffix in layout.VIDEO_SUFFIXES.values():
         if suffix != target.suffix:
             target.with_suffix(suffix).unlink(missing_ok=True)
     return size
@@ -67,9 +55,11 @@ async def receive_video(chunks: AsyncIterator[bytes], target: Path) -> int:
 def remove_evaluation_files(settings: Settings, evaluation_id: int, video_path: str | None) -> None:
     if video_path:
         (settings.data_dir / video_path).unlink(missing_ok=True)
-    shutil.rmtree(job_dir(settings, evaluation_id), ignore_errors=True)
+    shutil.rmtree(layout.evaluation_job_dir(settings.data_dir, evaluation_id), ignore_errors=True)
 
 
 def remove_experiment_files(settings: Settings, experiment_id: int) -> None:
     """Every video of the experiment's evaluations (called when the experiment is deleted)."""
-    shutil.rmtree(experiment_videos_dir(settings, experiment_id), ignore_errors=True)
+    shutil.rmtree(
+        layout.experiment_videos_dir(settings.data_dir, experiment_id), ignore_errors=True
+    )

@@ -11,6 +11,7 @@ from fastapi.responses import FileResponse
 from sqlalchemy.orm import Session
 
 from app.checkpoints import service as checkpoints
+from app.core import layout
 from app.core.auth import JobTokenDep, require_api_token
 from app.core.db import SessionMaker, run_in_transaction
 from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
@@ -220,7 +221,7 @@ async def job_upload_video(
 ) -> VideoPublic:
     """The body is the video file (at most VIDEO_MAX_BYTES); a re-upload replaces it."""
     experiment_id = await asyncio.to_thread(_authorize, sessionmaker, evaluation_id, token)
-    relative = files.video_relative_path(experiment_id, evaluation_id, meta.media_type)
+    relative = layout.video_relative_path(experiment_id, evaluation_id, meta.media_type)
     size = await files.receive_video(request.stream(), settings.data_dir / relative)
 
     def record(session: Session) -> VideoPublic:

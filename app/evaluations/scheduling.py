@@ -25,10 +25,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core import layout
 from app.core.config import Settings
 from app.core.db import SessionMaker
 from app.core.errors import NotFound
-from app.evaluations import files, service
+from app.evaluations import service
 from app.evaluations.models import Evaluation, EvaluationStatus
 from app.jobs import kernel
 from app.jobs.launcher import JobRequest, RayJob, RayJobLauncher, RayJobState, RayUnavailable
@@ -178,7 +179,7 @@ class EvaluationScheduler:
             resources=snap.resources,
             claim=job_claim,
             api_url=self.settings.api_url,
-            job_dir=files.job_dir(self.settings, snap.id),
+            job_dir=layout.evaluation_job_dir(self.settings.data_dir, snap.id),
             entrypoint_module=ENTRYPOINT_MODULE,
             extra_env={ENV_EVALUATION_ID: str(snap.id)},
         )

@@ -15,6 +15,7 @@ from app.core.auth import JobTokenDep, require_api_token
 from app.core.config import Settings
 from app.core.db import SessionMaker, run_in_transaction
 from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
+from app.core.layout import experiment_job_dir
 from app.core.params import ExperimentId
 from app.core.system import require_disk_room
 from app.core.text import NoNulStr
@@ -36,7 +37,6 @@ from app.experiments.schemas import (
     LogsPublic,
 )
 from app.experiments.service import JobsControl
-from app.jobs.reconciler import job_dir
 from app.jobs.salvage import salvage_metrics
 from trainer.wire import JobTokenGrant, LogLines, StatusReport
 
@@ -169,7 +169,7 @@ def delete_experiment(
     completes."""
     service.delete_experiment(session, experiment_id)  # refuses (409) before anything goes
     remove_experiment_dir(settings.checkpoints_dir, experiment_id)
-    shutil.rmtree(job_dir(settings, experiment_id), ignore_errors=True)
+    shutil.rmtree(experiment_job_dir(settings.data_dir, experiment_id), ignore_errors=True)
     remove_evaluation_videos(settings, experiment_id)  # the rows went with the experiment's
     session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -264,7 +264,11 @@ def job_report_status(
     repeat = current.is_finished and current.value == body.status
     exp = service.authorize_job(session, experiment_id, token, finished_ok=repeat, lock=True)
     if ExperimentStatus(body.status).is_finished and not repeat:
-        salvage_metrics(session, experiment_id, job_dir(settings, experiment_id) / "metrics.jsonl")
+        salvage_metrics(
+            session,
+            experiment_id,
+            experiment_job_dir(settings.data_dir, experiment_id) / "metrics.jsonl",
+        )
     if not (body.status == "running" and exp.status == ExperimentStatus.stopping):
         reason = body.reason or f"reported by job: {body.status}"
         exp = service.transition(

@@ -17,11 +17,10 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from app.core import layout
 from app.jobs.ray_head import alive, descendants, proc_start_time
 
 log = logging.getLogger(__name__)
-
-FILE_NAME = "ray-head.json"
 
 
 @dataclass(frozen=True)
@@ -49,13 +48,13 @@ def boot_id() -> str:
 
 
 def path_for(data_dir: Path) -> Path:
-    return data_dir / FILE_NAME
+    return layout.head_record_file(data_dir)
 
 
 def save(data_dir: Path, record: HeadRecord) -> None:
     """Write the record atomically (a crash never leaves half a file)."""
     target = path_for(data_dir)
-    tmp = target.with_name(f".{FILE_NAME}.{os.getpid()}.tmp")
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(asdict(record), indent=2) + "\n")
     tmp.replace(target)
 

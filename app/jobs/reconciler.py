@@ -35,13 +35,13 @@ import time
 from collections import Counter
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core import layout
 from app.core.config import Settings
 from app.core.db import SessionMaker
 from app.core.errors import field_errors
@@ -280,7 +280,7 @@ class Reconciler:
 
     async def _salvage(self, snap: Snapshot) -> None:
         """Store what the dead job wrote to its local JSONL copy but never sent."""
-        jsonl = job_dir(self.settings, snap.id) / "metrics.jsonl"
+        jsonl = layout.experiment_job_dir(self.settings.data_dir, snap.id) / "metrics.jsonl"
         if jsonl.is_file():
             await self._db(salvage_metrics, snap.id, jsonl)
 
@@ -383,7 +383,7 @@ class Reconciler:
             resources=snap.resources,
             claim=job_claim,
             api_url=self.settings.api_url,
-            job_dir=job_dir(self.settings, snap.id),
+            job_dir=layout.experiment_job_dir(self.settings.data_dir, snap.id),
         )
         try:
             await self.launcher.submit(submission_id, request)
@@ -397,8 +397,3 @@ class Reconciler:
 
     async def _db(self, fn, *args):  # type: ignore[no-untyped-def]
         return await kernel.in_db(self.sessionmaker, fn, *args)
-
-
-def job_dir(settings: Settings, experiment_id: int) -> Path:
-    """Where a job on the service's own machine keeps its local files (JSONL copy, archives)."""
-    return (settings.data_dir / "jobs" / str(experiment_id)).resolve()

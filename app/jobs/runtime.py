@@ -29,6 +29,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core import layout
 from app.core.config import Settings
 from app.core.db import Publisher, SessionMaker, run_in_transaction
 from app.experiments import service
@@ -45,7 +46,7 @@ from app.jobs.ray_head import (
     kill_if_alive,
     proc_start_time,
 )
-from app.jobs.reconciler import ACTIVE, Reconciler, job_dir, snapshots
+from app.jobs.reconciler import ACTIVE, Reconciler, snapshots
 from app.jobs.salvage import salvage_metrics
 from app.jobs.warmup import HeadWarmup
 
@@ -261,7 +262,11 @@ class JobsRuntime:
             ended = []
             for exp in list(rows):
                 # Keep what the job wrote down but never sent (its JSONL copy is on this machine).
-                salvage_metrics(session, exp.id, job_dir(self.settings, exp.id) / "metrics.jsonl")
+                salvage_metrics(
+                    session,
+                    exp.id,
+                    layout.experiment_job_dir(self.settings.data_dir, exp.id) / "metrics.jsonl",
+                )
                 if exp.status == S.stopping:
                     service.transition(session, exp.id, S.stopped, reason)
                 else:
@@ -389,7 +394,7 @@ def _usage(total: float, used: float) -> dict[str, float]:
 
 def ray_temp_dir(data_dir: Path) -> Path:
     """A private Ray temp dir under the data dir, or under /tmp when that path is too long."""
-    preferred = (data_dir / "ray").resolve()
+    preferred = layout.ray_dir(data_dir)
     if len(str(preferred)) <= MAX_RAY_TEMP_DIR_LEN:
         preferred.mkdir(parents=True, exist_ok=True)
         return preferred

@@ -13,9 +13,9 @@ from app.checkpoints.storage import remove_experiment_dir
 from app.core.auth import require_api_token
 from app.core.db import run_in_transaction
 from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
+from app.core.layout import experiment_job_dir
 from app.core.params import SweepId
 from app.evaluations.files import remove_experiment_files as remove_evaluation_videos
-from app.jobs.reconciler import job_dir
 from app.sweeps import service
 from app.sweeps.metrics import DEFAULT_POINTS, MAX_POINTS
 from app.sweeps.schemas import SweepCreate, SweepDetail, SweepList, SweepMetrics
@@ -77,7 +77,7 @@ def delete_sweep(sweep_id: SweepId, session: SessionDep, settings: SettingsDep) 
     session.commit()
     for experiment_id in member_ids:
         remove_experiment_dir(settings.checkpoints_dir, experiment_id)
-        shutil.rmtree(job_dir(settings, experiment_id), ignore_errors=True)
+        shutil.rmtree(experiment_job_dir(settings.data_dir, experiment_id), ignore_errors=True)
         remove_evaluation_videos(settings, experiment_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 

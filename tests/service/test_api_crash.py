@@ -18,10 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
-from app.core.config import Settings
+from app.core.layout import experiment_job_dir
 from app.jobs import head_state
 from app.jobs.ray_head import alive, free_ports
-from app.jobs.reconciler import job_dir
 from tests.serve_process import rollout_serve
 from tests.service.faults import ProcessReaper, assert_stored_exactly
 from tests.service.test_e2e_jobs import QUICK, wait_for
@@ -104,7 +103,7 @@ def test_a_killed_api_is_restarted_and_adopts_its_running_job(
             assert cluster["address"] == record.address
             assert cluster["warmup"] is None  # an adopted head needs none
 
-            jsonl = job_dir(Settings(data_dir=data_dir), exp_id) / "metrics.jsonl"
+            jsonl = experiment_job_dir(data_dir, exp_id) / "metrics.jsonl"
             produced = assert_stored_exactly(api, exp_id, jsonl)
             assert produced > steps_at_kill  # it trained on while the API was down and after
         finally:
@@ -117,7 +116,7 @@ def test_a_killed_api_is_restarted_and_adopts_its_running_job(
 
 
 def _steps_from_jsonl(data_dir: Path, exp_id: int) -> list[str]:
-    path = job_dir(Settings(data_dir=data_dir), exp_id) / "metrics.jsonl"
+    path = experiment_job_dir(data_dir, exp_id) / "metrics.jsonl"
     return path.read_text().splitlines()
 
 
@@ -169,7 +168,7 @@ def test_a_killed_api_and_head_stop_the_driver_before_the_run_is_failed(
             assert "Ray head" in found["error"]
             # Its driver was stopped before that: nothing writes behind `failed`.
             assert not alive({driver[0]: driver[1]}), f"driver {driver[0]} still runs"
-            jsonl = job_dir(Settings(data_dir=data_dir), exp_id) / "metrics.jsonl"
+            jsonl = experiment_job_dir(data_dir, exp_id) / "metrics.jsonl"
             size = jsonl.stat().st_size
             produced = assert_stored_exactly(api, exp_id, jsonl)
             assert produced >= 2

@@ -9,9 +9,9 @@ from sqlalchemy import event, func, select
 
 from app.core.db import transaction
 from app.core.errors import IllegalTransition
+from app.core.layout import experiment_job_dir
 from app.experiments import service as experiments
 from app.experiments.models import Experiment
-from app.jobs.reconciler import job_dir
 from tests.service.conftest import SMALL_CONFIG
 from trainer.config import PPOConfig
 
@@ -201,7 +201,9 @@ def test_delete_only_finished_and_removes_everything(
     assert upload.status_code == 200
     archive_dir = app.state.settings.checkpoints_dir / str(exp["id"])
     assert any(archive_dir.iterdir())
-    local_files = job_dir(app.state.settings, exp["id"])  # what a job on this machine leaves
+    local_files = experiment_job_dir(
+        app.state.settings.data_dir, exp["id"]
+    )  # what a job on this machine leaves
     (local_files / "checkpoints").mkdir(parents=True)
     (local_files / "metrics.jsonl").write_text('{"step": 100}\n')
     transition(exp["id"], "succeeded")

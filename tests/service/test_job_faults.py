@@ -27,8 +27,8 @@ import httpx
 import pytest
 
 from app.checkpoints.storage import is_temp
+from app.core.layout import experiment_job_dir
 from app.jobs.ray_head import LocalRayHead, descendants, free_ports
-from app.jobs.reconciler import job_dir
 from tests.service.faults import assert_stored_exactly, jsonl_rows
 from tests.service.postgres import ThrowawayServer, _database_on
 from tests.service.test_e2e_jobs import QUICK, LiveService, driver_pid, make_settings, wait_for
@@ -61,7 +61,7 @@ def service(ray_head: LocalRayHead, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def _jsonl(live: LiveService, exp_id: int) -> Path:
-    return job_dir(live.settings, exp_id) / "metrics.jsonl"
+    return experiment_job_dir(live.settings.data_dir, exp_id) / "metrics.jsonl"
 
 
 def _produced(live: LiveService, exp_id: int) -> int:

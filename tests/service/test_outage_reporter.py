@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from app.core.config import Settings
-from app.jobs.reconciler import job_dir
+from app.core.layout import experiment_job_dir
 from tests.service.faults import assert_stored_exactly, jsonl_rows
 from trainer.job import ExperimentRun, JobEnv, StopFlag
 from trainer.reporter import Backoff, Reporter
@@ -65,7 +65,12 @@ def test_an_outage_longer_than_the_reporters_patience_loses_no_point(
 ) -> None:
     monkeypatch.setenv("ROLLOUT_REPORTER_PATIENCE_S", "0.5")
     exp_id = create_experiment(name="outage", config=CONFIG)["id"]
-    env = JobEnv("http://testserver", job_token(exp_id), str(exp_id), job_dir(settings, exp_id))
+    env = JobEnv(
+        "http://testserver",
+        job_token(exp_id),
+        str(exp_id),
+        experiment_job_dir(settings.data_dir, exp_id),
+    )
     outage = Outage(client._transport)
     reporter = Reporter(
         env.api_url,

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from app.checkpoints.storage import is_temp
+from app.core.layout import experiment_job_dir
 from app.jobs.ray_head import LocalRayHead
-from app.jobs.reconciler import job_dir
 from tests.service.faults import jsonl_points
 from tests.service.test_e2e_jobs import QUICK, LiveService, make_settings
 
@@ -73,7 +73,7 @@ def test_a_full_data_dir_during_checkpoint_uploads(tight_service: LiveService) -
     for checkpoint in stored:
         download = live.http.get(f"/experiments/{exp_id}/checkpoints/{checkpoint['id']}/download")
         assert download.status_code == 200 and len(download.content) == checkpoint["size_bytes"]
-    local = job_dir(live.settings, exp_id)
+    local = experiment_job_dir(live.settings.data_dir, exp_id)
     kept = sorted(p.name for p in (local / "checkpoints").glob("*.tar.gz"))
     assert kept == [f"iter_{max(refused):06d}.tar.gz"]
 
