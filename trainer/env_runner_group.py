@@ -35,18 +35,12 @@ import numpy as np
 from trainer.config import PPOConfig
 from trainer.connectors import merge_filter_states
 from trainer.env_runner import EnvRunner, SampleResult
+from trainer.wire import RAY_ENV
 
 log = logging.getLogger(__name__)
 
 SAMPLE_TIMEOUT_S = 600.0  # a runner that takes longer is treated as hung (clear error)
 MAX_ROUNDS = 8  # sampling rounds per iteration before giving up (every round lost a runner)
-# Ray 2.60 turns token auth on by default; a private local cluster runs without it, and every
-# process talking to a cluster must agree (the service's launcher sets the same for jobs).
-RAY_ENV_DEFAULTS = {
-    "RAY_AUTH_MODE": "disabled",
-    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-    "RAY_USAGE_STATS_ENABLED": "0",
-}
 
 
 @dataclass
@@ -73,7 +67,7 @@ def ensure_ray(config: PPOConfig) -> None:
 
     if ray.is_initialized():
         return
-    for key, value in RAY_ENV_DEFAULTS.items():
+    for key, value in RAY_ENV.items():
         os.environ.setdefault(key, value)
     address = os.environ.get("RAY_ADDRESS") or "local"
     if address == "local":

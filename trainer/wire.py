@@ -14,6 +14,16 @@ from pydantic import AfterValidator, AllowInfNan, BaseModel, ConfigDict, Field
 
 API_PREFIX = "/api/v1"
 
+# Ray settings every process of a cluster must agree on: Ray 2.60 turns token auth on by
+# default, and the service's loopback-only head, its jobs, a trainer's private local Ray and the
+# tests all run without it. The service's head starts with these, its launcher passes them to
+# jobs, and a trainer sets them (unless already set) before it starts or joins Ray.
+RAY_ENV = {
+    "RAY_AUTH_MODE": "disabled",
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_USAGE_STATS_ENABLED": "0",
+}
+
 # Environment variables the launcher sets for a job.
 ENV_API_URL = "ROLLOUT_API_URL"
 ENV_JOB_TOKEN = "ROLLOUT_JOB_TOKEN"  # a job started by hand; launched jobs get a claim

@@ -24,18 +24,13 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from app.jobs.resources import ClusterResources, ExperimentResources
-from trainer.wire import ENV_API_URL, ENV_EXPERIMENT_ID, ENV_JOB_CLAIM, ENV_JOB_DIR
+from trainer.wire import ENV_API_URL, ENV_EXPERIMENT_ID, ENV_JOB_CLAIM, ENV_JOB_DIR, RAY_ENV
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
 
 # Ray settings a job's processes must share with the cluster (auth mode above all).
-PASSTHROUGH_ENV = (
-    "RAY_AUTH_MODE",
-    "RAY_AUTH_TOKEN_PATH",
-    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER",
-    "RAY_USAGE_STATS_ENABLED",
-)
+PASSTHROUGH_ENV = (*RAY_ENV, "RAY_AUTH_TOKEN_PATH")
 LOG_TAIL_LINES = 100
 
 

@@ -25,14 +25,7 @@ from typing import Any
 
 import httpx
 
-# Ray 2.60 enables token auth by default; a loopback-only head runs without it, and every
-# process that talks to it (API, jobs, tests) must use the same mode.
-RAY_ENV = {
-    "RAY_AUTH_MODE": "disabled",
-    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-    "RAY_USAGE_STATS_ENABLED": "0",
-}
-
+from trainer.wire import RAY_ENV
 
 # What a local head (so every Ray worker and job driver it starts, where user code runs) may
 # inherit of the service's environment: an allowlist, not a denylist, so a credential the

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import httpx
 
-from app.jobs.ray_head import RAY_ENV, LocalRayHead, descendants, free_ports, kill_if_alive
+from app.jobs.ray_head import LocalRayHead, descendants, free_ports, kill_if_alive
+from trainer.wire import RAY_ENV
 
 # Loopback, but not one of the names Ray rewrites to the machine's external address.
 NODE_IP = "127.0.0.2"
