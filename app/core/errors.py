@@ -97,12 +97,13 @@ HTTP_CODES = {
 
 
 def field_errors(errors: list[Any], prefix: str = "") -> list[dict[str, str]]:
-    """pydantic error dicts -> [{"field": "config.lr", "message": ...}]."""
+    """pydantic error dicts -> [{"field": "config.lr", "message": ...}]; a validator's message
+    without pydantic's "Value error, " in front."""
     out = []
     for err in errors:
         loc = [str(part) for part in err.get("loc", ()) if part not in ("body",)]
         path = ".".join([prefix, *loc] if prefix else loc) or prefix or "body"
-        message = str(err.get("msg", "invalid value"))
+        message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
         out.append({"field": path, "message": message})
     return out
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from app.core.errors import InvalidInput
+from app.core.errors import InvalidInput, field_errors
 from app.presets.schemas import EnvSettingsPublic, PresetPublic, ResolvedConfig
 from trainer.presets import PRESETS
 from trainer.resolve import Resolution, deep_merge, leaf_paths, resolve_config
@@ -51,11 +51,7 @@ def resolve(raw: dict[str, Any]) -> Resolution:
     try:
         return resolve_config(raw)
     except ValidationError as exc:
-        fields = []
-        for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"])
-            msg = err["msg"].removeprefix("Value error, ")
-            fields.append({"field": f"config.{loc}" if loc else "config", "message": msg})
+        fields = field_errors(exc.errors(), "config")
         raise InvalidInput("the experiment config is invalid", fields=fields) from None
 
 
