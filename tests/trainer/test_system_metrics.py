@@ -22,8 +22,8 @@ def test_a_busy_process_reads_near_one_core_and_an_idle_one_near_none() -> None:
     busy = monitor.sample()
     time.sleep(0.5)
     idle = monitor.sample()
-    assert 60.0 < busy["system/cpu_percent"] < 110.0, busy
-    assert idle["system/cpu_percent"] < 20.0, idle
+    assert 40.0 < busy["system/cpu_percent"] < 110.0, busy  # a shared machine may take some
+    assert idle["system/cpu_percent"] < 25.0, idle
     for sample in (busy, idle):
         assert 10.0 < sample["system/rss_mb"] < 10_000.0
         assert 0.0 <= sample["system/node_cpu_percent"] <= 100.0
