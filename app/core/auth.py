@@ -23,12 +23,12 @@ import binascii
 import hashlib
 import hmac
 import secrets
-from typing import Annotated, Protocol
+from typing import Annotated, Any, Protocol
 
 from fastapi import Depends, Request, WebSocket
 
 from app.core.config import Settings
-from app.core.errors import InvalidInput, Unauthorized
+from app.core.errors import Forbidden, InvalidInput, Unauthorized
 
 STREAM_PROTOCOL = "rollout"
 TOKEN_PROTOCOL_PREFIX = "rollout.token."
@@ -53,6 +53,24 @@ class HoldsJobToken(Protocol):
 
     job_token_hash: str | None
     job_claim_hash: str | None
+
+
+class RunsAJob(HoldsJobToken, Protocol):
+    status: Any  # an ExperimentStatus or EvaluationStatus: has is_finished and value
+
+
+def check_job_token(row: RunsAJob, token: str, what: str, *, finished_ok: bool) -> None:
+    """Forbidden unless `token` is the row's job token and its run has not ended.
+
+    A job token is revoked by its row's end: once finished, nothing its job sends is taken (no
+    late points, files or status), so a job running on behind a terminal status cannot rewrite
+    what the row shows. `finished_ok` lets a retried final status report through (it changes
+    nothing). Writers load the row with its lock, so an end committed meanwhile is seen.
+    """
+    if not token_matches(token, row.job_token_hash):
+        raise Forbidden(f"this token may not write to {what}")
+    if row.status.is_finished and not finished_ok:
+        raise Forbidden(f"{what} has ended ({row.status.value}): its job token is revoked")
 
 
 def issue_claim(row: HoldsJobToken) -> str:

@@ -176,7 +176,7 @@ def job_report_status(
     """Idempotent: the status the evaluation already has changes nothing (even once ended)."""
     evaluation = service.get(session, evaluation_id)
     repeat = evaluation.status.is_finished and evaluation.status == body.status
-    evaluation = service.authorize_job(session, evaluation_id, token, finished_ok=repeat)
+    evaluation = service.authorize_job(session, evaluation_id, token, finished_ok=repeat, lock=True)
     if not repeat:
         evaluation = service.report_status(
             session,
@@ -195,7 +195,7 @@ def job_report_status(
 def job_post_episodes(
     evaluation_id: EvaluationId, body: EpisodeResults, token: JobTokenDep, session: SessionDep
 ) -> dict[str, int]:
-    evaluation = service.authorize_job(session, evaluation_id, token)
+    evaluation = service.authorize_job(session, evaluation_id, token, lock=True)
     count = service.record_episodes(session, evaluation, body.episodes)
     session.commit()
     return {"episodes": count}
@@ -225,7 +225,7 @@ async def job_upload_video(
     size = await files.receive_video(request.stream(), settings.data_dir / relative)
 
     def record(session: Session) -> VideoPublic:
-        evaluation = service.authorize_job(session, evaluation_id, token)
+        evaluation = service.authorize_job(session, evaluation_id, token, lock=True)
         service.set_video(session, evaluation, meta, relative, size)
         video = service.video_public(evaluation)
         assert video is not None

@@ -17,7 +17,13 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.checkpoints import service as checkpoints
-from app.core.auth import hash_token, issue_claim, new_token, redeem_claim, token_matches
+from app.core.auth import (
+    check_job_token,
+    hash_token,
+    issue_claim,
+    new_token,
+    redeem_claim,
+)
 from app.core.db import get_row, publish_after_commit, utcnow
 from app.core.errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotFound
 from app.evaluations.models import ALLOWED, Evaluation, EvaluationEpisode, EvaluationStatus
@@ -186,14 +192,17 @@ def redeem_job_claim(session: Session, evaluation_id: int, claim: str) -> str:
 
 
 def authorize_job(
-    session: Session, evaluation_id: int, token: str, *, finished_ok: bool = False
+    session: Session,
+    evaluation_id: int,
+    token: str,
+    *,
+    finished_ok: bool = False,
+    lock: bool = False,
 ) -> Evaluation:
-    """The evaluation, if `token` is its job token and it has not ended (Forbidden otherwise)."""
-    evaluation = get(session, evaluation_id)
-    if not token_matches(token, evaluation.job_token_hash):
-        raise Forbidden(f"this token may not write to evaluation {evaluation_id}")
-    if evaluation.status.is_finished and not finished_ok:
-        raise Forbidden(f"evaluation {evaluation_id} has ended ({evaluation.status.value})")
+    """The evaluation, if `token` is its job token and it has not ended; Forbidden otherwise
+    (app/core/auth.check_job_token). Writers pass `lock`, as the experiment's do."""
+    evaluation = get(session, evaluation_id, lock=lock)
+    check_job_token(evaluation, token, f"evaluation {evaluation_id}", finished_ok=finished_ok)
     return evaluation
 
 

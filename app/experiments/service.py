@@ -18,7 +18,13 @@ from typing import Any, Protocol
 from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session, lazyload
 
-from app.core.auth import hash_token, issue_claim, new_token, redeem_claim, token_matches
+from app.core.auth import (
+    check_job_token,
+    hash_token,
+    issue_claim,
+    new_token,
+    redeem_claim,
+)
 from app.core.db import get_row, publish_after_commit, utcnow
 from app.core.errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotFound
 from app.core.params import MAX_ID
@@ -346,21 +352,10 @@ def authorize_job(
     lock: bool = False,
 ) -> Experiment:
     """The experiment, if `token` is its job token and its run has not ended; Forbidden
-    otherwise (other jobs' tokens included).
-
-    A job token is revoked by its experiment's end (final: a resume is a new experiment with a
-    new token). Once succeeded / failed / stopped, nothing it sends is taken (no late metrics,
-    logs, checkpoints, status), so a job still running behind a terminal status (a zombie)
-    cannot rewrite what the experiment shows. `finished_ok` lets a retried final status report
-    through (it changes nothing). Writers pass `lock` so an end committed meanwhile is seen.
-    """
+    otherwise (other jobs' tokens included; app/core/auth.check_job_token). A resume is a new
+    experiment with a new token. Writers pass `lock`."""
     exp = get(session, experiment_id, lock=lock, tags=False)
-    if not token_matches(token, exp.job_token_hash):
-        raise Forbidden(f"this token may not write to experiment {experiment_id}")
-    if exp.status.is_finished and not finished_ok:
-        raise Forbidden(
-            f"experiment {experiment_id} has ended ({exp.status.value}): its job token is revoked"
-        )
+    check_job_token(exp, token, f"experiment {experiment_id}", finished_ok=finished_ok)
     return exp
 
 
