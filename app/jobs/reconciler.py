@@ -33,7 +33,7 @@ import datetime as dt
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +45,12 @@ from app.core import layout
 from app.core.config import Settings
 from app.core.db import SessionMaker
 from app.core.errors import field_errors
-from app.evaluations.scheduling import EvaluationQueue, EvaluationScheduler, oldest_first
+from app.evaluations.scheduling import (
+    EvaluationQueue,
+    EvaluationScheduler,
+    EvaluationSnapshot,
+    oldest_first,
+)
 from app.experiments import service
 from app.experiments.lifecycle import ExperimentStatus
 from app.experiments.models import Experiment
@@ -58,7 +63,7 @@ from app.jobs.launcher import (
     RayUnavailable,
     new_submission_id,
 )
-from app.jobs.resources import ExperimentResources, fits
+from app.jobs.resources import ClusterResources, ExperimentResources, fits
 from app.jobs.salvage import salvage_metrics
 from app.sweeps.models import Sweep
 from trainer.config import PPOConfig
@@ -149,6 +154,21 @@ def held_by_sweep(snap: Snapshot, running: Counter[int]) -> bool:
     if snap.sweep_id is None or snap.sweep_max_parallel is None:
         return False
     return running[snap.sweep_id] >= snap.sweep_max_parallel
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    """One waiting job of any kind, as the FIFO resource queue sees it: what it needs, whether
+    it counts against max_concurrent_experiments or waits for its sweep, and how it is failed
+    (it can never fit) or launched. A new kind of job is one more adapter (`_*_entry`)."""
+
+    id: int
+    created_at: dt.datetime
+    resources: ExperimentResources
+    takes_slot: bool
+    held: Callable[[], bool]
+    fail_unfit: Callable[[ClusterResources], Awaitable[None]]
+    launch: Callable[[], Awaitable[bool]]
 
 
 def _settle(
@@ -332,37 +352,65 @@ class Reconciler:
         slots = self.settings.max_concurrent_experiments - len(active)
         in_sweep = sweep_running(active)
         # Oldest first across experiments and evaluations; big work is not overtaken by small.
-        for snap in oldest_first(queued, evaluations.queued):
-            need = snap.resources
-            if not isinstance(snap, Snapshot):  # an evaluation
-                if not cluster.can_ever_fit(need):
-                    await self.evaluations.fail_unfit(snap, cluster)
-                    continue
-                if not fits(need, free_cpus, free_gpus):
-                    return
-                if await self.evaluations.launch(snap):
-                    free_cpus -= need.cpus
-                    free_gpus -= need.gpus
-                continue
+        entries = oldest_first(
+            [self._experiment_entry(snap, in_sweep) for snap in queued],
+            [self._evaluation_entry(snap) for snap in evaluations.queued],
+        )
+        for entry in entries:
+            need = entry.resources
             if not cluster.can_ever_fit(need):
-                error = (
-                    f"the experiment needs {need.describe()} but the whole Ray cluster has "
-                    f"{cluster.total_cpus:g} CPU and {cluster.total_gpus:g} GPU"
-                )
-                await self._db(
-                    _settle, snap.id, (S.pending, S.queued), S.failed, "does not fit", error
-                )
+                await entry.fail_unfit(cluster)
                 continue
-            if held_by_sweep(snap, in_sweep):
+            if entry.held():
                 continue
-            if slots <= 0 or not fits(need, free_cpus, free_gpus):
+            if (entry.takes_slot and slots <= 0) or not fits(need, free_cpus, free_gpus):
                 return
-            if await self._launch(snap):
-                if snap.sweep_id is not None:
-                    in_sweep[snap.sweep_id] += 1
-                slots -= 1
+            if await entry.launch():
+                slots -= int(entry.takes_slot)
                 free_cpus -= need.cpus
                 free_gpus -= need.gpus
+
+    def _experiment_entry(self, snap: Snapshot, in_sweep: Counter[int]) -> QueueEntry:
+        async def fail_unfit(cluster: ClusterResources) -> None:
+            need = snap.resources
+            error = (
+                f"the experiment needs {need.describe()} but the whole Ray cluster has "
+                f"{cluster.total_cpus:g} CPU and {cluster.total_gpus:g} GPU"
+            )
+            await self._db(_settle, snap.id, (S.pending, S.queued), S.failed, "does not fit", error)
+
+        async def launch() -> bool:
+            launched = await self._launch(snap)
+            if launched and snap.sweep_id is not None:
+                in_sweep[snap.sweep_id] += 1
+            return launched
+
+        return QueueEntry(
+            id=snap.id,
+            created_at=snap.created_at,
+            resources=snap.resources,
+            takes_slot=True,  # max_concurrent_experiments counts experiments only
+            held=lambda: held_by_sweep(snap, in_sweep),
+            fail_unfit=fail_unfit,
+            launch=launch,
+        )
+
+    def _evaluation_entry(self, snap: EvaluationSnapshot) -> QueueEntry:
+        async def fail_unfit(cluster: ClusterResources) -> None:
+            await self.evaluations.fail_unfit(snap, cluster)
+
+        async def launch() -> bool:
+            return await self.evaluations.launch(snap)
+
+        return QueueEntry(
+            id=snap.id,
+            created_at=snap.created_at,
+            resources=snap.resources,
+            takes_slot=False,
+            held=lambda: False,
+            fail_unfit=fail_unfit,
+            launch=launch,
+        )
 
     async def _launch(self, snap: Snapshot) -> bool:
         submission_id = new_submission_id(snap.id)
