@@ -9,10 +9,10 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
-from app.core.db import import_models
+from app.models import all_models
 
 config = context.config
-target_metadata = import_models()
+target_metadata = all_models()
 
 
 def _url() -> str:

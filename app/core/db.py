@@ -146,7 +146,8 @@ def make_sessionmaker(
     transaction itself instead and reach every process's hub through its listener. `settings`
     (the service's, in `session.info["settings"]`) give domain services their limits.
     """
-    import_models()  # every table a flush may need (a foreign key names a model not imported)
+    import app.models  # noqa: F401  every table a flush may need (foreign keys into them)
+
     # Each session's info is a shallow copy: `progress_announced` (experiment id -> monotonic
     # time of its last progress announcement) is one dict for all sessions of this factory.
     info = {"hub": hub, "settings": settings, "progress_announced": {}}
@@ -292,14 +293,3 @@ def _run_alembic(engine: Engine, fn: Callable[[Any, str], None], revision: str) 
         finally:
             if sqlite:
                 connection.connection.driver_connection.execute("PRAGMA foreign_keys=ON")
-
-
-def import_models() -> MetaData:
-    """Import every ORM module so `Base.metadata` knows all tables (Alembic, drift test)."""
-    import app.checkpoints.models
-    import app.evaluations.models
-    import app.experiments.models
-    import app.metrics.models
-    import app.sweeps.models  # noqa: F401
-
-    return Base.metadata

@@ -18,7 +18,6 @@ from sqlalchemy import create_engine, inspect, text
 from app.core.config import Settings
 from app.core.db import (
     SessionMaker,
-    import_models,
     make_engine,
     make_sessionmaker,
     migrate,
@@ -26,6 +25,7 @@ from app.core.db import (
 )
 from app.experiments import service as experiments
 from app.main import create_app
+from app.models import all_models
 from tests.service.postgres import fresh_database, postgres_available
 
 SMALL_CONFIG: dict[str, Any] = {
@@ -65,7 +65,7 @@ def postgres_url(postgres_database: str) -> Iterator[str]:
 def _empty_postgres(url: str) -> None:
     engine = create_engine(url)
     existing = set(inspect(engine).get_table_names())
-    tables = ", ".join(t.name for t in import_models().sorted_tables if t.name in existing)
+    tables = ", ".join(t.name for t in all_models().sorted_tables if t.name in existing)
     if tables:
         with engine.begin() as conn:
             conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))

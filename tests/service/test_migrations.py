@@ -6,13 +6,14 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
-from app.core.db import downgrade, import_models, make_engine, migrate
+from app.core.db import downgrade, make_engine, migrate
+from app.models import all_models
 
 
 def _diff(engine) -> list:
     with engine.connect() as connection:
         context = MigrationContext.configure(connection, opts={"compare_type": True})
-        return compare_metadata(context, import_models())
+        return compare_metadata(context, all_models())
 
 
 def test_migrations_match_models_and_downgrade(database_url):
@@ -38,7 +39,7 @@ def test_drift_is_detected(database_url):
     try:
         migrate(engine)
         metadata = MetaData()
-        for table in import_models().sorted_tables:
+        for table in all_models().sorted_tables:
             table.to_metadata(metadata)
         Table("experiments", metadata, Column("unmigrated", Integer), extend_existing=True)
         with engine.connect() as connection:
