@@ -203,7 +203,8 @@ def _check_env(config: PPOConfig) -> None:
 # --- train -----------------------------------------------------------------------------------
 def _train(args: argparse.Namespace) -> int:
     from trainer.algorithm import PPO
-    from trainer.checkpoint import CheckpointManager, load
+    from trainer.checkpoint import load
+    from trainer.checkpoint_manager import CheckpointManager
     from trainer.loop import ConsoleSink, DirectoryCheckpoints, JsonlSink, run_loop
 
     if args.resume is not None:
@@ -338,7 +339,7 @@ class _Progress:
 
 # --- evaluate --------------------------------------------------------------------------------
 def _evaluate(args: argparse.Namespace) -> int:
-    from trainer.checkpoint import evaluate
+    from trainer.evaluation import evaluate
     from trainer.video import video_format
 
     if args.episodes < 1:

@@ -168,7 +168,7 @@ def _evaluate(
     env: EvaluationJobEnv, api: JobApi, spec: EvaluationSpec, archive: Path
 ) -> tuple[str, str | None]:
     """Run the episodes and upload the video; (reason for the final status, video message)."""
-    from trainer.checkpoint import evaluate
+    from trainer.evaluation import evaluate
     from trainer.video import VideoInfo, VideoLimits
 
     video = env.job_dir / "video.webm" if spec.record_video else None
@@ -207,7 +207,7 @@ def _evaluate(
 
 
 def main() -> int:
-    job_preamble(preload="trainer.checkpoint")
+    job_preamble(preload="trainer.evaluation")
     env = EvaluationJobEnv.from_environ()
     api = JobApi(env.api_url, env.token, env.evaluation_id)
     log.info("evaluation %d, job dir %s", env.evaluation_id, env.job_dir)

@@ -34,7 +34,7 @@ from typing import IO, TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from trainer.algorithm import PPO, IterationResult
-    from trainer.checkpoint import CheckpointManager
+    from trainer.checkpoint_manager import CheckpointManager
     from trainer.reporter import Reporter
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from websockets.sync.client import connect
 from app.jobs.ray_head import LocalRayHead
 from tests.service.evaluation_seed import seed_experiment, train_checkpoint
 from tests.service.test_e2e_jobs import LiveService, make_settings
-from trainer.checkpoint import evaluate
+from trainer.evaluation import evaluate
 from trainer.video import probe
 
 pytestmark = pytest.mark.ray

@@ -19,8 +19,9 @@ from app.core.db import transaction
 from app.evaluations import service as evaluations
 from tests.trainer import render_envs
 from trainer.algorithm import PPO
-from trainer.checkpoint import META_FILE, evaluate, pack
+from trainer.checkpoint import META_FILE, pack
 from trainer.config import PPOConfig
+from trainer.evaluation import evaluate
 from trainer.evaluation_job import EvaluationJobEnv, JobApi, run
 from trainer.reporter import Backoff
 from trainer.video import probe

@@ -14,16 +14,10 @@ import pytest
 
 from trainer import checkpoint
 from trainer.algorithm import PPO
-from trainer.checkpoint import (
-    FORMAT_VERSION,
-    CheckpointManager,
-    evaluate,
-    load,
-    load_policy,
-    pack,
-    read_meta,
-)
+from trainer.checkpoint import FORMAT_VERSION, load, pack, read_meta
+from trainer.checkpoint_manager import CheckpointManager
 from trainer.config import PPOConfig
+from trainer.evaluation import evaluate, load_policy
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer.checkpoint import CheckpointManager, pack, read_meta
+from trainer.checkpoint import pack, read_meta
+from trainer.checkpoint_manager import CheckpointManager
 
 ROLLOUT = str(Path(sys.executable).with_name("rollout"))
 LEARN_TIMEOUT_S = 420  # CartPole to 475 takes seconds on a quiet machine; CI shares 2 cores

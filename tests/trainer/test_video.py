@@ -15,8 +15,9 @@ import pytest
 
 from tests.trainer import render_envs
 from trainer.algorithm import PPO
-from trainer.checkpoint import META_FILE, evaluate
+from trainer.checkpoint import META_FILE
 from trainer.config import PPOConfig
+from trainer.evaluation import evaluate
 from trainer.video import (
     MAX_FRAME_STEP,
     VideoError,
