@@ -41,7 +41,11 @@ def _run(config: PPOConfig, iterations: int) -> tuple[list[dict[str, float]], di
 
 
 def _data(row: dict[str, float]) -> dict[str, float]:
-    return {k: v for k, v in row.items() if k not in TIMED and not k.startswith("time_")}
+    return {
+        k: v
+        for k, v in row.items()
+        if k not in TIMED and not k.startswith(("time_", "system/"))  # clocks and load
+    }
 
 
 def _alternating_loop(config: PPOConfig, iterations: int) -> tuple[list[dict], dict[str, Any]]:

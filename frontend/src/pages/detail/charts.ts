@@ -234,6 +234,8 @@ export class ChartsPanel {
       b = inverseInterpolate(wall, hi) ?? hi;
     }
     const [stepMin, stepMax] = [Math.max(0, Math.floor(a)), Math.ceil(b)];
+    // A synced chart without points (a metric this run never logs) reports no range.
+    if (!Number.isFinite(stepMin) || !Number.isFinite(stepMax) || stepMax < stepMin) return;
     const key = `${stepMin}:${stepMax}`;
     if (key === this.lastZoom) return; // the same drag, reported by another synced chart
     this.lastZoom = key;
