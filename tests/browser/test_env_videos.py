@@ -4,18 +4,13 @@ evaluation job records it (VP9), then Chromium opens the file and reports it pla
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.browser.helpers import new_page, wait_until
-from trainer.algorithm import PPO
-from trainer.config import PPOConfig
+from tests.trainer.headless_video import record_headless
 
 pytestmark = pytest.mark.browser
 
@@ -23,23 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _record(env_id: str, tmp_path: Path) -> tuple[Path, dict[str, Any]]:
-    config = PPOConfig(
-        env_id=env_id, train_batch_size_per_learner=256, minibatch_size=128, num_epochs=1
-    )
-    algo = PPO(config)
-    try:
-        algo.train()
-        checkpoint = algo.save_checkpoint(tmp_path / "checkpoint")
-    finally:
-        algo.stop()
     out = tmp_path / "replay.webm"
-    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "DISPLAY")}
-    cmd = [sys.executable, "-m", "app.cli", "evaluate", str(checkpoint), "--episodes", "1"]
-    done = subprocess.run(
-        [*cmd, "--video", str(out)], capture_output=True, text=True, timeout=180, cwd=ROOT, env=env
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = record_headless(env_id, tmp_path, out)
     assert report["video"] is not None and report["video"]["media_type"] == "video/webm", report
     return out, report["video"]
 

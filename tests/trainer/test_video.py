@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from tests.trainer import render_envs
+from tests.trainer.headless_video import record_headless
 from trainer.algorithm import PPO
 from trainer.checkpoint import META_FILE
 from trainer.config import PPOConfig
@@ -221,21 +222,8 @@ def test_rollout_evaluate_writes_a_playable_video(checkpoint: Path, tmp_path: Pa
 def test_box2d_and_mujoco_envs_record_a_video_headless(env_id: str, tmp_path: Path) -> None:
     """With nothing set (no display, no MUJOCO_GL), Box2D renders through SDL's dummy driver
     and MuJoCo through EGL: `rollout evaluate --video` writes a playable file."""
-    config = PPOConfig(
-        env_id=env_id, train_batch_size_per_learner=256, minibatch_size=128, num_epochs=1
-    )
-    algo = PPO(config)
-    algo.train()
-    checkpoint = algo.save_checkpoint(tmp_path / "checkpoint")
-    algo.stop()
     out = tmp_path / "replay.mp4"
-    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "DISPLAY")}
-    cmd = [sys.executable, "-m", "app.cli", "evaluate", str(checkpoint), "--episodes", "1"]
-    done = subprocess.run(
-        [*cmd, "--video", str(out)], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = record_headless(env_id, tmp_path, out)
     assert report["video"] is not None, report
     # Long episodes keep every frame_step-th frame (plan_frame_step), so compare with the plan.
     step = report["video"]["frame_step"]
