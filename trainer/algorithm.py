@@ -220,9 +220,15 @@ class PPO:
         )
 
     def save_checkpoint(self, directory: str | Path) -> Path:
-        from trainer.checkpoint import save
+        from trainer.checkpoint import CheckpointInfo, save
 
-        return save(Path(directory), self)
+        info = CheckpointInfo(
+            config=self.config,
+            iteration=self.iteration,
+            env_steps=self.env_steps,
+            episode_return_mean=self.window.return_mean,
+        )
+        return save(Path(directory), self.get_state(), info)
 
     @classmethod
     def from_checkpoint(

@@ -19,15 +19,13 @@ import os
 import shutil
 import tarfile
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from trainer.config import PPOConfig
-
-if TYPE_CHECKING:
-    from trainer.algorithm import PPO
 
 FORMAT_VERSION = 1
 META_FILE = "checkpoint.json"
@@ -39,9 +37,30 @@ MAX_ARCHIVE_MEMBERS = 16
 MAX_EXTRACTED_BYTES = 2 * 1024**3
 
 
-def save(directory: Path, algo: PPO) -> Path:
-    """Write `algo`'s checkpoint into `directory`, atomically: readers (and a crash at any
-    point) see the old checkpoint or the complete new one, never a partial or missing one.
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """What checkpoint.json says about the state beside it."""
+
+    config: PPOConfig
+    iteration: int
+    env_steps: int
+    episode_return_mean: float  # NaN (no finished episode yet) is written as null
+
+    def to_json_dict(self) -> dict[str, Any]:
+        ret = self.episode_return_mean
+        return {
+            "format_version": FORMAT_VERSION,
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "episode_return_mean": ret if math.isfinite(ret) else None,
+            "config": self.config.to_json_dict(),
+        }
+
+
+def save(directory: Path, state: dict[str, Any], info: CheckpointInfo) -> Path:
+    """Write a checkpoint (a PPO state, `PPO.get_state()`, and what it is) into `directory`,
+    atomically: readers (and a crash at any point) see the old checkpoint or the complete new
+    one, never a partial or missing one.
 
     The files are written and fsynced in a hidden sibling directory, which then takes the
     target's place in one rename (an existing target is swapped with it, RENAME_EXCHANGE, and
@@ -52,16 +71,8 @@ def save(directory: Path, algo: PPO) -> Path:
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
     try:
-        ret = algo.window.return_mean
-        meta = {
-            "format_version": FORMAT_VERSION,
-            "iteration": algo.iteration,
-            "env_steps": algo.env_steps,
-            "episode_return_mean": ret if math.isfinite(ret) else None,
-            "config": algo.config.to_json_dict(),
-        }
-        torch.save(algo.get_state(), tmp / STATE_FILE)
-        (tmp / META_FILE).write_text(json.dumps(meta, indent=2))
+        torch.save(state, tmp / STATE_FILE)
+        (tmp / META_FILE).write_text(json.dumps(info.to_json_dict(), indent=2))
         for path in (tmp / STATE_FILE, tmp / META_FILE, tmp):
             _fsync(path)
         _move_into_place(tmp, directory)

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainer.checkpoint import META_FILE, save
+from trainer.checkpoint import META_FILE
 
 if TYPE_CHECKING:
     from trainer.algorithm import PPO
@@ -22,7 +22,7 @@ class CheckpointManager:
         self.keep = keep
 
     def save(self, algo: PPO) -> Path:
-        path = save(self.root / f"checkpoint_{algo.iteration:06d}", algo)
+        path = algo.save_checkpoint(self.root / f"checkpoint_{algo.iteration:06d}")
         self._prune()
         return path
 

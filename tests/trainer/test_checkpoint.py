@@ -180,14 +180,15 @@ def test_a_failed_save_keeps_the_old_checkpoint_and_leaves_nothing(
     trained: tuple[PPO, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     algo, _ = trained
-    target = checkpoint.save(tmp_path / "ckpts" / "checkpoint_000002", algo)
+    target = algo.save_checkpoint(tmp_path / "ckpts" / "checkpoint_000002")
 
-    def disk_full() -> dict[str, object]:
+    def disk_full(obj: object, path: object) -> None:
+        Path(str(path)).write_bytes(b"partial")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(algo, "get_state", disk_full)
+    monkeypatch.setattr(checkpoint.torch, "save", disk_full)
     with pytest.raises(OSError, match="No space left"):
-        checkpoint.save(target, algo)
+        algo.save_checkpoint(target)
     assert [p.name for p in target.parent.iterdir()] == ["checkpoint_000002"]
     assert load(target)[1]["iteration"] == 2
 
@@ -196,7 +197,7 @@ def test_a_replacing_save_never_leaves_the_target_incomplete(
     trained: tuple[PPO, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     algo, _ = trained
-    target = checkpoint.save(tmp_path / "ckpts" / "checkpoint_000002", algo)
+    target = algo.save_checkpoint(tmp_path / "ckpts" / "checkpoint_000002")
     seen: list[int] = []
     rmtree = shutil.rmtree
 
@@ -206,7 +207,7 @@ def test_a_replacing_save_never_leaves_the_target_incomplete(
 
     monkeypatch.setattr(shutil, "rmtree", watching_rmtree)
     monkeypatch.setattr(algo, "iteration", 7)
-    checkpoint.save(target, algo)
+    algo.save_checkpoint(target)
     monkeypatch.undo()
     assert seen and seen[-1] == 7
     assert read_meta(target)["iteration"] == 7
