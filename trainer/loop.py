@@ -51,8 +51,9 @@ class Sink(Protocol):
 
 
 class CheckpointSink(Protocol):
-    def save(self, algo: PPO, result: IterationResult) -> Path | None:
-        """Save `algo` after `result`'s iteration; None when the save was skipped."""
+    def save(self, algo: PPO, result: IterationResult, *, final: bool) -> Path | None:
+        """Save `algo` after `result`'s iteration; None when the save was skipped. `final`:
+        the run ends with this checkpoint (its stop criterion was met, or it was asked to)."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,8 @@ def run_loop(
         for sink in sinks:
             sink.on_iteration(last, reason)
         if checkpoint_every and last.iteration % checkpoint_every == 0:
-            saved = _checkpoint(algo, last, checkpoints, sinks, final=False) or saved
+            ends = bool(reason) or stop_requested()
+            saved = _checkpoint(algo, last, checkpoints, sinks, final=ends) or saved
         if reason:
             break
     if last is not None and (saved is None or saved[0] != last.iteration):
@@ -108,7 +110,7 @@ def _checkpoint(
 ) -> tuple[int, Path] | None:
     if checkpoints is None:
         return None
-    path = checkpoints.save(algo, result)
+    path = checkpoints.save(algo, result, final=final)
     if path is None:
         return None
     for sink in sinks:
@@ -187,7 +189,7 @@ class DirectoryCheckpoints:
     def __init__(self, manager: CheckpointManager) -> None:
         self.manager = manager
 
-    def save(self, algo: PPO, result: IterationResult) -> Path | None:
+    def save(self, algo: PPO, result: IterationResult, *, final: bool) -> Path | None:
         return self.manager.save(algo)
 
 
@@ -200,7 +202,7 @@ class ArchiveCheckpoints:
         self.root = job_dir / "checkpoints"
         self.reporter = reporter
 
-    def save(self, algo: PPO, result: IterationResult) -> Path | None:
+    def save(self, algo: PPO, result: IterationResult, *, final: bool) -> Path | None:
         from trainer.checkpoint import pack
         from trainer.wire import CheckpointMeta
 
@@ -227,6 +229,7 @@ class ArchiveCheckpoints:
             iteration=result.iteration,
             env_steps=result.env_steps,
             episode_return_mean=ret if math.isfinite(ret) else None,
+            final=final,
         )
         self.reporter.add_checkpoint(archive, meta)
         return archive

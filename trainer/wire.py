@@ -98,6 +98,7 @@ class CheckpointMeta(_Wire):
     iteration: int = Field(ge=0, le=MAX_INT32)
     env_steps: int = Field(ge=0, le=MAX_INT64)
     episode_return_mean: float | None = None
+    final: bool = Field(default=False, description="The run ends with this checkpoint.")
 
 
 # --- evaluation jobs: `{api_url}/api/v1/jobs/evaluations/{evaluation_id}/...` -----------------

@@ -50,7 +50,7 @@ class Saver:
         self.tmp = tmp
         self.saved: list[int] = []
 
-    def save(self, algo: PPO, result: IterationResult) -> Path | None:
+    def save(self, algo: PPO, result: IterationResult, *, final: bool) -> Path | None:
         self.saved.append(result.iteration)
         return self.tmp / f"ckpt_{result.iteration}"
 
@@ -81,6 +81,28 @@ def test_the_loop_runs_to_the_stop_criterion_and_saves_when_due(tmp_path: Path) 
     assert set(rows[-1]) == set(last)
     assert all(isinstance(v, float) for v in last.values())
     assert last["policy_lag"] == float(outcome.last.policy_lag)
+
+
+@pytest.mark.parametrize("stop_after", [None, 4])
+def test_a_periodic_checkpoint_that_ends_the_run_is_the_final_one(
+    tmp_path: Path, stop_after: int | None
+) -> None:
+    """The stop criterion (or a stop request) met on a checkpoint iteration: that checkpoint
+    is the run's last and says so (the service evaluates a run's final checkpoint)."""
+    algo = _algo(iterations=4 if stop_after is None else 100, checkpoint_every=2)
+    recorder, saver = Recorder(), Saver(tmp_path)
+    try:
+        run_loop(
+            algo,
+            sinks=[recorder],
+            checkpoints=saver,
+            checkpoint_every=2,
+            stop_requested=lambda: stop_after is not None and len(recorder.iterations) >= 4,
+        )
+    finally:
+        algo.stop()
+    assert saver.saved == [2, 4]
+    assert recorder.checkpoints == [(2, False), (4, True)]
 
 
 def test_a_stop_request_ends_after_the_iteration_with_a_final_checkpoint(tmp_path: Path) -> None:
@@ -159,6 +181,7 @@ def test_a_full_disk_skips_a_checkpoint_and_training_goes_on(
         algo.stop()
     assert outcome.reason == "env_steps"
     assert [meta.iteration for _, meta in reporter.checkpoints] == [1, 3, 4]
+    assert [meta.final for _, meta in reporter.checkpoints] == [False, False, True]
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [
         "iter_000001.tar.gz",
         "iter_000003.tar.gz",
@@ -169,4 +192,4 @@ def test_a_full_disk_skips_a_checkpoint_and_training_goes_on(
     assert [row["env_steps"] for _, row in reporter.rows] == steps
     skipped = [line for line in reporter.logs if "skipped" in line]
     assert len(skipped) == 1 and "iteration 2" in skipped[0] and "No space" in skipped[0]
-    assert reporter.logs[-1] == "checkpoint saved at iteration 4"
+    assert reporter.logs[-1] == "final checkpoint saved at iteration 4"
