@@ -391,6 +391,16 @@ class PPOConfig(_Frozen):
         le=1000,
         description="Most recent checkpoints kept (the best is always kept).",
     )
+    evaluation_every: int = Field(
+        default=0,
+        ge=0,
+        le=100_000,
+        description=(
+            "In the service: record a one-episode evaluation video of every N-th checkpoint "
+            "and of the final one, each in its own low-priority job, shown as the experiment "
+            "page's filmstrip (0: never). `rollout train` ignores it."
+        ),
+    )
 
     @field_validator("env_id")
     @classmethod

@@ -94,6 +94,24 @@ def pinned(session: Session, checkpoint_ids: Collection[int]) -> dict[int, Exper
     return {exp.resume_from_checkpoint_id: exp for exp in rows}  # type: ignore[misc]
 
 
+def under_evaluation(session: Session, checkpoint_ids: Collection[int]) -> set[int]:
+    """Those of `checkpoint_ids` an unfinished evaluation has yet to load (a scheduled one may
+    wait for CPU while the run saves several more)."""
+    if not checkpoint_ids:
+        return set()
+    # Local import: evaluations build on checkpoints (docs/architecture.md).
+    from app.evaluations.models import Evaluation, EvaluationStatus
+
+    unfinished = [s for s in EvaluationStatus if not s.is_finished]
+    rows = session.scalars(
+        select(Evaluation.checkpoint_id).where(
+            Evaluation.checkpoint_id.in_(list(checkpoint_ids)),
+            Evaluation.status.in_(unfinished),
+        )
+    )
+    return set(rows)
+
+
 def release(session: Session, checkpoint_ids: Collection[int]) -> None:
     """Clear finished experiments' references to checkpoints about to be deleted."""
     if checkpoint_ids:
@@ -142,8 +160,8 @@ def register(
 
 
 def apply_retention(session: Session, exp: Experiment) -> list[Checkpoint]:
-    """Keep the `keep_checkpoints` most recent, the best, and those an unfinished experiment
-    will resume from; delete the rest's rows."""
+    """Keep the `keep_checkpoints` most recent, the best, those an unfinished experiment will
+    resume from and those an unfinished evaluation evaluates; delete the rest's rows."""
     keep_count = int(exp.config.get("keep_checkpoints", 5))
     checkpoints = all_checkpoints(session, exp.id)
     best, _ = best_and_latest(checkpoints)
@@ -152,6 +170,7 @@ def apply_retention(session: Session, exp: Experiment) -> list[Checkpoint]:
         keep.add(best.id)
     candidates = [c.id for c in checkpoints if c.id not in keep]
     keep.update(pinned(session, candidates))
+    keep.update(under_evaluation(session, candidates))
     removed = [c for c in checkpoints if c.id not in keep]
     if removed:
         ids = [c.id for c in removed]

@@ -67,6 +67,14 @@ class Settings(BaseSettings):
         default=True, description="Launch experiments on Ray. Off: experiments stay pending."
     )
     max_concurrent_experiments: int = Field(default=4, ge=1)
+    scheduled_evaluation_min_idle_cores: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=1024.0,
+        description="A run's scheduled evaluations (evaluation_every) start only while this "
+        "many of the API machine's cores were idle over the last 3 s, so they never slow "
+        "training; 0 starts them whatever the load.",
+    )
     access_log_jobs: bool = Field(
         default=False,
         description="`rollout serve`'s access log shows the jobs' own successful calls "

@@ -9,7 +9,18 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, Double, Enum, ForeignKey, Integer, String, Text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Double,
+    Enum,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    false,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base, UTCDateTime, utcnow
@@ -36,6 +47,8 @@ class Evaluation(Base):
     seed: Mapped[int] = mapped_column(BigInteger)
     deterministic: Mapped[bool] = mapped_column(Boolean)
     record_video: Mapped[bool] = mapped_column(Boolean)
+    # Created by the experiment's `evaluation_every` (app/evaluations/schedule.py), not a user.
+    scheduled: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     status: Mapped[EvaluationStatus] = mapped_column(
         Enum(
             EvaluationStatus,

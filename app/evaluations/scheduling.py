@@ -44,6 +44,13 @@ ENTRYPOINT_MODULE = "trainer.evaluation_job"
 EVALUATION_RESOURCES = ExperimentResources(
     driver_cpus=1.0, driver_gpus=0.0, actor_cpus=0.0, actor_gpus=0.0
 )
+# A scheduled evaluation (evaluation_every) reserves nothing and runs at the lowest priority:
+# it takes the CPU its experiment leaves idle, so watching a run learn does not slow it; the
+# queue runs one at a time per experiment, newest first (`held` in app/jobs/reconciler.py).
+SCHEDULED_RESOURCES = ExperimentResources(
+    driver_cpus=0.0, driver_gpus=0.0, actor_cpus=0.0, actor_gpus=0.0
+)
+SCHEDULED_NICENESS = 19
 # A job submitted by another API process may not exist yet for a moment after its claim.
 MISSING_GRACE_S = kernel.MISSING_GRACE_S
 
@@ -58,13 +65,31 @@ class EvaluationSnapshot:
     ray_job_id: str | None
     created_at: dt.datetime
     started_at: dt.datetime | None
-    resources: ExperimentResources = EVALUATION_RESOURCES
+    scheduled: bool = False
+
+    @property
+    def resources(self) -> ExperimentResources:
+        return SCHEDULED_RESOURCES if self.scheduled else EVALUATION_RESOURCES
 
 
 @dataclass(frozen=True)
 class EvaluationQueue:
     active: list[EvaluationSnapshot]
     queued: list[EvaluationSnapshot]
+
+    @property
+    def watched(self) -> set[int]:
+        """Experiments with a scheduled evaluation running (the next one waits for it)."""
+        return {s.experiment_id for s in self.active if s.scheduled}
+
+    @property
+    def newest_scheduled(self) -> dict[int, int]:
+        """Experiment id -> its newest waiting scheduled evaluation (filmed first)."""
+        newest: dict[int, int] = {}
+        for s in self.queued:
+            if s.scheduled:
+                newest[s.experiment_id] = max(s.id, newest.get(s.experiment_id, s.id))
+        return newest
 
     @property
     def reserved_cpus(self) -> float:
@@ -97,6 +122,7 @@ def snapshots(session: Session) -> list[EvaluationSnapshot]:
             ray_job_id=e.ray_job_id,
             created_at=e.created_at,
             started_at=e.started_at,
+            scheduled=e.scheduled,
         )
         for e in rows
     ]
@@ -182,6 +208,7 @@ class EvaluationScheduler:
             job_dir=layout.evaluation_job_dir(self.settings.data_dir, snap.id),
             entrypoint_module=ENTRYPOINT_MODULE,
             extra_env={ENV_EVALUATION_ID: str(snap.id)},
+            niceness=SCHEDULED_NICENESS if snap.scheduled else 0,
         )
         try:
             await self.launcher.submit(submission_id, request)

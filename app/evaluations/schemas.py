@@ -65,6 +65,10 @@ class EvaluationPublic(BaseModel):
     seed: int
     deterministic: bool
     record_video: bool
+    scheduled: bool = Field(
+        description="Created by the experiment's evaluation_every as it trained (a filmstrip "
+        "frame), not asked for by a user."
+    )
     status: EvaluationStatus
     reason: str
     error: str | None

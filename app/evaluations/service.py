@@ -87,8 +87,21 @@ def create(session: Session, experiment_id: int, data: EvaluationCreate) -> Eval
         raise InvalidInput(
             "unknown checkpoint", fields=[{"field": "checkpoint", "message": message}]
         ) from None
+    return add(session, checkpoint, data, ref=ref)
+
+
+def add(
+    session: Session,
+    checkpoint: checkpoints.Checkpoint,
+    data: EvaluationCreate,
+    *,
+    ref: str,
+    scheduled: bool = False,
+    reason: str = "created",
+) -> Evaluation:
+    """A pending evaluation of `checkpoint` (already resolved), announced after commit."""
     evaluation = Evaluation(
-        experiment_id=experiment_id,
+        experiment_id=checkpoint.experiment_id,
         checkpoint_id=checkpoint.id,
         checkpoint_ref=ref,
         checkpoint_iteration=checkpoint.iteration,
@@ -97,8 +110,9 @@ def create(session: Session, experiment_id: int, data: EvaluationCreate) -> Eval
         seed=data.seed,
         deterministic=data.deterministic,
         record_video=data.record_video,
+        scheduled=scheduled,
         status=E.pending,
-        reason="created",
+        reason=reason,
         episodes_done=0,
     )
     session.add(evaluation)
@@ -336,6 +350,7 @@ def to_public(evaluation: Evaluation) -> EvaluationPublic:
         seed=evaluation.seed,
         deterministic=evaluation.deterministic,
         record_video=evaluation.record_video,
+        scheduled=evaluation.scheduled,
         status=evaluation.status,
         reason=evaluation.reason,
         error=evaluation.error,

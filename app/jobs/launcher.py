@@ -71,6 +71,8 @@ class JobRequest:
     # evaluations run trainer.evaluation_job with their evaluation id.
     entrypoint_module: str = "trainer.job"
     extra_env: dict[str, str] = field(default_factory=dict)
+    # Above 0: the job runs under `nice -n` (scheduled evaluations take only idle CPU).
+    niceness: int = 0
 
 
 def new_submission_id(experiment_id: int) -> str:
@@ -158,8 +160,11 @@ class RayJobLauncher:
     async def submit(self, submission_id: str, request: JobRequest) -> str:
         """Start the experiment's job; returns the Ray submission id."""
         need = request.resources
+        entrypoint = f"{sys.executable} -m {request.entrypoint_module}"
+        if request.niceness > 0:
+            entrypoint = f"nice -n {request.niceness} {entrypoint}"
         kwargs: dict[str, Any] = {
-            "entrypoint": f"{sys.executable} -m {request.entrypoint_module}",
+            "entrypoint": entrypoint,
             "submission_id": submission_id,
             "runtime_env": self.runtime_env(request),
             "entrypoint_num_cpus": need.driver_cpus,

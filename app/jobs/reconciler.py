@@ -63,6 +63,7 @@ from app.jobs.launcher import (
     RayUnavailable,
     new_submission_id,
 )
+from app.jobs.node_load import IdleCores
 from app.jobs.resources import ClusterResources, ExperimentResources, fits
 from app.jobs.salvage import salvage_metrics
 from app.sweeps.models import Sweep
@@ -197,11 +198,15 @@ class Reconciler:
         launcher: RayJobLauncher,
         *,
         interval_s: float = 1.0,
+        idle_cores: IdleCores | None = None,
     ) -> None:
         self.settings = settings
         self.sessionmaker = sessionmaker
         self.launcher = launcher
         self.interval_s = interval_s
+        self.idle_cores = idle_cores or IdleCores(
+            min_idle=settings.scheduled_evaluation_min_idle_cores
+        )
         self._wake = asyncio.Event()
         self._stops_sent: dict[int, tuple[float, float]] = {}  # id -> (first, last) monotonic
         self._last_error = ""
@@ -248,6 +253,7 @@ class Reconciler:
             for snap, job in zip(active, jobs, strict=True):
                 await self._isolated(snap, self._check(snap, job))
         evaluations = await self.evaluations.tick()
+        self.idle_cores.record()
         queued = [s for s in snaps if s.status in waiting and s.invalid_config is None]
         if queued or evaluations.queued:
             await self._launch_fitting(queued, active, evaluations)
@@ -351,10 +357,16 @@ class Reconciler:
         )
         slots = self.settings.max_concurrent_experiments - len(active)
         in_sweep = sweep_running(active)
+        watched = evaluations.watched
+        background_ok = self.idle_cores.allows_background_work()
+        newest = evaluations.newest_scheduled
         # Oldest first across experiments and evaluations; big work is not overtaken by small.
         entries = oldest_first(
             [self._experiment_entry(snap, in_sweep) for snap in queued],
-            [self._evaluation_entry(snap) for snap in evaluations.queued],
+            [
+                self._evaluation_entry(snap, watched, background_ok, newest)
+                for snap in evaluations.queued
+            ],
         )
         for entry in entries:
             need = entry.resources
@@ -395,19 +407,40 @@ class Reconciler:
             launch=launch,
         )
 
-    def _evaluation_entry(self, snap: EvaluationSnapshot) -> QueueEntry:
+    def _evaluation_entry(
+        self,
+        snap: EvaluationSnapshot,
+        watched: set[int],
+        background_ok: bool,
+        newest: dict[int, int],
+    ) -> QueueEntry:
+        """A scheduled evaluation waits while its experiment's previous one runs (`watched`),
+        while this machine has no idle core (`background_ok`, app/jobs/node_load.py), and
+        while a newer one of its experiment waits (`newest`: the latest policy is filmed
+        first, the backlog after)."""
+
+        def held() -> bool:
+            if not snap.scheduled:
+                return False
+            if not background_ok or snap.experiment_id in watched:
+                return True
+            return newest.get(snap.experiment_id, snap.id) != snap.id
+
         async def fail_unfit(cluster: ClusterResources) -> None:
             await self.evaluations.fail_unfit(snap, cluster)
 
         async def launch() -> bool:
-            return await self.evaluations.launch(snap)
+            launched = await self.evaluations.launch(snap)
+            if launched and snap.scheduled:
+                watched.add(snap.experiment_id)
+            return launched
 
         return QueueEntry(
             id=snap.id,
             created_at=snap.created_at,
             resources=snap.resources,
             takes_slot=False,
-            held=lambda: False,
+            held=held,
             fail_unfit=fail_unfit,
             launch=launch,
         )

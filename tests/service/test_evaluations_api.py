@@ -11,19 +11,22 @@ from typing import Any
 
 import numpy as np
 import pytest
+import sqlalchemy as sa
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from app.checkpoints.models import Checkpoint
 from app.core.db import transaction
 from app.evaluations import service as evaluations
 from app.evaluations.files import VIDEO_MAX_BYTES
+from tests.service.conftest import SMALL_CONFIG
 from trainer.video import VideoWriter
 
 API = "/api/v1"
 
 
-def _upload_checkpoint(client, exp_id, token, iteration, data, ret=None):
-    params = {"iteration": iteration, "env_steps": iteration * 1000}
+def _upload_checkpoint(client, exp_id, token, iteration, data, ret=None, final=False):
+    params = {"iteration": iteration, "env_steps": iteration * 1000, "final": final}
     if ret is not None:
         params["episode_return_mean"] = ret
     response = client.put(
@@ -317,18 +320,63 @@ def test_failure_and_missing_video_are_explained(client, experiment, launch) -> 
     assert failed["log_tail"] == "Traceback\nboom"
 
 
-def test_a_checkpoint_removed_by_retention_is_a_clear_404_for_the_job(
-    client, experiment, launch, job_token
+def _iterations(client: TestClient, exp_id: int) -> list[int]:
+    return [c["iteration"] for c in client.get(f"{API}/experiments/{exp_id}/checkpoints").json()]
+
+
+def test_retention_keeps_a_checkpoint_until_its_evaluation_ends(
+    client, app, experiment, launch, job_token
 ) -> None:
     exp_id = experiment["id"]
     eid = _evaluate(client, exp_id, checkpoint="latest").json()["id"]  # iteration 2
     token = launch(eid)
     experiment_token = job_token(exp_id)
-    for iteration in (3, 4):  # keep_checkpoints=2 keeps 3, 4 and the best (1)
+    for iteration in (3, 4):  # keep_checkpoints=2 keeps 3, 4, the best (1) and 2 (evaluated)
         _upload_checkpoint(client, exp_id, experiment_token, iteration, b"later")
+    assert sorted(_iterations(client, exp_id)) == [1, 2, 3, 4]
+    response = client.get(f"{API}/jobs/evaluations/{eid}/checkpoint", headers=_auth(token))
+    assert response.status_code == 200 and response.content == b"archive-2"
+
+    with transaction(app.state.sessionmaker) as session:
+        evaluations.transition(session, eid, "failed", "test: ended")
+    _upload_checkpoint(client, exp_id, experiment_token, 5, b"later")
+    assert sorted(_iterations(client, exp_id)) == [1, 4, 5]
+    response = client.get(f"{API}/jobs/evaluations/{eid}/checkpoint", headers=_auth(token))
+    assert response.status_code in (403, 404)  # ended: its token no longer opens anything
+
+
+def test_a_checkpoint_removed_by_retention_is_a_clear_404_for_the_job(
+    client, app, experiment, launch, job_token
+) -> None:
+    exp_id = experiment["id"]
+    eid = _evaluate(client, exp_id, checkpoint="latest").json()["id"]  # iteration 2
+    token = launch(eid)
+    with transaction(app.state.sessionmaker) as session:  # as a retention of older code did
+        session.execute(sa.delete(Checkpoint).where(Checkpoint.iteration == 2))
     response = client.get(f"{API}/jobs/evaluations/{eid}/checkpoint", headers=_auth(token))
     assert response.status_code == 404
     assert "retention removed it" in response.json()["error"]["message"]
+
+
+def test_evaluation_every_schedules_video_evaluations_as_checkpoints_arrive(
+    client, create_experiment, job_token
+) -> None:
+    """Every 2nd periodic checkpoint (iterations 4, 8) and the final one (9) get a scheduled
+    one-episode video evaluation; a re-upload gets no second one; retention keeps them."""
+    config = {**SMALL_CONFIG, "checkpoint_every": 2, "evaluation_every": 2, "keep_checkpoints": 1}
+    exp = create_experiment(config=config)
+    token = job_token(exp["id"])
+    for iteration in (2, 4, 4, 6, 8):
+        _upload_checkpoint(client, exp["id"], token, iteration, b"x")
+    _upload_checkpoint(client, exp["id"], token, 9, b"x", final=True)
+    items = client.get(f"{API}/experiments/{exp['id']}/evaluations").json()
+    assert [e["checkpoint_iteration"] for e in items] == [9, 8, 4]  # newest first
+    assert all(e["scheduled"] and e["status"] == "pending" for e in items)
+    assert all(e["episodes"] == 1 and e["record_video"] and e["deterministic"] for e in items)
+    assert "final checkpoint" in items[0]["reason"]
+    assert sorted(_iterations(client, exp["id"])) == [4, 8, 9]  # 2 and 6 went (keep 1)
+    user = _evaluate(client, exp["id"], checkpoint="latest").json()
+    assert user["scheduled"] is False
 
 
 # --- delete ---------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ every way a job can end without reporting shown on the evaluation."""
 from __future__ import annotations
 
 import datetime as dt
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from app.jobs.resources import ClusterResources
 from tests.service.test_jobs_reconciler import (
     SMALL,
     THREE_CPU,
+    FixedLoad,
     ScriptedRay,
     create,
     make_reconciler,
@@ -213,3 +215,134 @@ def test_a_failed_submit_or_a_cluster_too_small_fails_the_evaluation(
     tick(make_reconciler(sessionmaker, tiny, tmp_path))
     row = evaluation_row(sessionmaker, other)
     assert row.status.value == "failed" and "needs 1 CPU" in row.error
+
+
+# --- scheduled evaluations (evaluation_every) ------------------------------------------------
+
+
+def checkpoint_at(sessionmaker: SessionMaker, experiment_id: int, iteration: int) -> int | None:
+    """Record a checkpoint as an upload does and return the scheduled evaluation it got."""
+    from app.evaluations import schedule
+
+    with transaction(sessionmaker) as session:
+        checkpoint = Checkpoint(
+            experiment_id=experiment_id,
+            iteration=iteration,
+            env_steps=100 * iteration,
+            size_bytes=1,
+            sha256="0" * 64,
+            path=f"{experiment_id}/iteration-{iteration:08d}.tar.gz",
+        )
+        session.add(checkpoint)
+        session.flush()
+        config = experiments.get(session, experiment_id).config
+        scheduled = schedule.on_checkpoint(session, config, checkpoint, final=False)
+        return scheduled.id if scheduled is not None else None
+
+
+def test_scheduled_evaluations_take_idle_cpu_one_at_a_time_per_experiment(
+    sessionmaker: SessionMaker, ray: ScriptedRay, tmp_path: Path
+) -> None:
+    reconciler = make_reconciler(sessionmaker, ray, tmp_path)
+    # The experiment reserves all 4 CPUs: a user's 1-CPU evaluation waits, scheduled ones not.
+    full = {**SMALL, "num_env_runners": 1, "num_cpus_per_env_runner": 3.0}
+    exp_id = create(sessionmaker, {**full, "checkpoint_every": 1, "evaluation_every": 1})
+    tick(reconciler)
+    assert status(sessionmaker, exp_id) == "running"
+    first, second = checkpoint_at(sessionmaker, exp_id, 1), checkpoint_at(sessionmaker, exp_id, 2)
+    assert first is not None and second is not None
+    users = evaluate(sessionmaker, exp_id)
+    tick(reconciler)
+    assert [eval_status(sessionmaker, i) for i in (first, second, users)] == [
+        "queued",  # the newest checkpoint is filmed first; then one at a time
+        "running",
+        "queued",  # needs a CPU the experiment holds
+    ]
+    [(_, experiment_request), (_, request)] = ray.submitted
+    assert request.resources.cpus == 0.0 and request.niceness == 19
+    assert experiment_request.niceness == 0
+    row = evaluation_row(sessionmaker, second)
+    assert row.scheduled and (row.episodes, row.record_video, row.deterministic) == (1, True, True)
+
+    with transaction(sessionmaker) as session:
+        evaluations.transition(session, second, "succeeded", "done")
+    tick(reconciler)
+    assert [eval_status(sessionmaker, i) for i in (first, users)] == ["running", "queued"]
+    assert len(ray.submitted) == 3 and ray.submitted[-1][1].niceness == 19
+
+
+def test_which_checkpoints_are_scheduled(sessionmaker: SessionMaker) -> None:
+    from app.evaluations.schedule import is_due
+
+    config = {"checkpoint_every": 10, "evaluation_every": 3}
+    due = [i for i in range(1, 100) if is_due(config, i, final=False)]
+    assert due == [30, 60, 90]
+    assert is_due(config, 97, final=True)
+    assert not is_due({**config, "evaluation_every": 0}, 30, final=True)
+    assert not is_due({"checkpoint_every": 10}, 30, final=True)  # older configs: off
+    assert is_due({"checkpoint_every": 0, "evaluation_every": 2}, 7, final=True)
+    assert not is_due({"checkpoint_every": 0, "evaluation_every": 2}, 7, final=False)
+
+    exp_id = create(sessionmaker, {**SMALL, "checkpoint_every": 10, "evaluation_every": 3})
+    assert checkpoint_at(sessionmaker, exp_id, 10) is None
+    assert checkpoint_at(sessionmaker, exp_id, 30) is not None
+
+
+def test_scheduled_evaluations_wait_while_the_machine_has_no_idle_core(
+    sessionmaker: SessionMaker, ray: ScriptedRay, tmp_path: Path
+) -> None:
+    load = FixedLoad(idle=False)
+    reconciler = make_reconciler(sessionmaker, ray, tmp_path, load=load)
+    exp_id = create(sessionmaker, {**SMALL, "checkpoint_every": 1, "evaluation_every": 1})
+    tick(reconciler)
+    scheduled = checkpoint_at(sessionmaker, exp_id, 1)
+    users = evaluate(sessionmaker, exp_id)
+    assert scheduled is not None
+    tick(reconciler)  # busy: the user's evaluation starts, the scheduled one waits
+    assert [eval_status(sessionmaker, i) for i in (scheduled, users)] == ["queued", "running"]
+    load.idle = True
+    tick(reconciler)
+    assert eval_status(sessionmaker, scheduled) == "running"
+
+
+def test_idle_cores_are_read_from_proc_stat() -> None:
+    from app.jobs.node_load import IdleCores
+
+    gate = IdleCores(min_idle=1.0)
+    assert gate.known
+    time.sleep(0.6)
+    idle = gate.sample()
+    assert idle is not None and 0.0 <= idle <= gate.cores
+    assert IdleCores(min_idle=0).allows_background_work()
+
+
+def test_idle_cores_average_over_a_window_and_forget_stale_history(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two cores, 100 ticks per core-second: busy (0.2 cores idle) holds background work, a
+    window of idleness lets it start, and after a gap without samples it waits again."""
+    from app.jobs import node_load
+
+    clock = {"t": 0.0, "idle": 0, "total": 0}
+    monkeypatch.setattr(node_load.time, "monotonic", lambda: clock["t"])
+    monkeypatch.setattr(node_load, "_ticks", lambda: (clock["idle"], clock["total"]))
+
+    def advance(seconds: int, idle_cores: float) -> None:
+        for _ in range(seconds):
+            clock["t"] += 1.0
+            clock["idle"] += int(100 * idle_cores)
+            clock["total"] += 200
+            gate.record()
+
+    gate = node_load.IdleCores(min_idle=1.0, cores=2)
+    assert not gate.allows_background_work()  # no history yet
+    advance(5, idle_cores=0.2)
+    assert gate.sample() == pytest.approx(0.2) and not gate.allows_background_work()
+    advance(1, idle_cores=2.0)  # one idle second inside a busy window is not enough
+    assert not gate.allows_background_work()
+    advance(3, idle_cores=1.5)
+    assert gate.sample() == pytest.approx(1.5) and gate.allows_background_work()
+    clock["t"] += 30  # no tick for a while: the window says nothing of the last seconds
+    clock["idle"] += 3000
+    clock["total"] += 6000
+    assert not gate.allows_background_work()

@@ -67,13 +67,31 @@ def ray() -> ScriptedRay:
     return ScriptedRay()
 
 
+class FixedLoad:
+    """This machine's idle cores as a test sets them (the real figure would make it flaky)."""
+
+    def __init__(self, idle: bool = True) -> None:
+        self.idle = idle
+
+    def record(self) -> None:
+        pass
+
+    def allows_background_work(self) -> bool:
+        return self.idle
+
+
 def make_reconciler(
-    sessionmaker: SessionMaker, ray: ScriptedRay, tmp_path: Path, max_concurrent: int = 4
+    sessionmaker: SessionMaker,
+    ray: ScriptedRay,
+    tmp_path: Path,
+    max_concurrent: int = 4,
+    load: FixedLoad | None = None,
 ) -> Reconciler:
     settings = Settings(
         data_dir=tmp_path, port=8123, max_concurrent_experiments=max_concurrent, jobs_enabled=True
     )
-    return Reconciler(settings, sessionmaker, ray)  # type: ignore[arg-type]
+    idle = load or FixedLoad()
+    return Reconciler(settings, sessionmaker, ray, idle_cores=idle)  # type: ignore[arg-type]
 
 
 def create(sessionmaker: SessionMaker, config: dict[str, Any] = SMALL) -> int:

@@ -97,6 +97,17 @@ def test_config_file_and_dotted_overrides(tmp_path: Path) -> None:
     assert config["env_id"] == "Acrobot-v1" and config["seed"] == 3
     assert config["model"]["hidden_sizes"] == [8, 8] and config["stop"]["env_steps"] == 500
     assert "iter 2 |" in result.stdout and "stopped: env_steps" in result.stdout
+    assert "evaluation_every" not in result.stderr
+
+
+def test_evaluation_every_says_where_it_applies(tmp_path: Path) -> None:
+    result = rollout(
+        "train", "--env", "CartPole-v1", "--set", "evaluation_every=2",
+        "--set", "train_batch_size_per_learner=256", "--set", "minibatch_size=256",
+        "--stop-steps", "256", "--out", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "evaluation_every records videos in the service" in result.stderr
 
 
 def test_train_prints_and_saves_the_resolved_config_of_its_preset(tmp_path: Path) -> None:
