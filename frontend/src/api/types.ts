@@ -184,6 +184,8 @@ export interface Evaluation {
   seed: number;
   deterministic: boolean;
   record_video: boolean;
+  /** Created by the experiment's evaluation_every as it trained (a filmstrip frame). */
+  scheduled: boolean;
   status: EvaluationStatus;
   reason: string;
   error: string | null;

@@ -66,6 +66,8 @@ export class MetricChart {
   private plot: uPlot | null = null;
   private data: Aligned = [[]];
   private opts: ChartOptions;
+  /** An x value drawn as a vertical line (the filmstrip's selected step), or null. */
+  private marker: number | null = null;
   private readonly shownListeners: ((index: number, show: boolean) => void)[] = [];
   /** True while the user looks at a zoomed range: live updates then keep the x scale. */
   zoomed = false;
@@ -136,6 +138,7 @@ export class MetricChart {
             const idxs = u.series[1]?.idxs;
             this.root.dataset.drawn = String(idxs ? idxs[1] - idxs[0] + 1 : 0);
             this.root.dataset.xMax = String(u.scales.x.max ?? "");
+            this.drawMarker(u);
           },
         ],
         setSelect: [
@@ -154,6 +157,32 @@ export class MetricChart {
       this.zoomed = false;
       o.onResetZoom?.();
     });
+  }
+
+  /** Draw (or, with null, remove) a vertical line at `x`. */
+  setMarker(x: number | null): void {
+    if (x === this.marker) return;
+    this.marker = x;
+    if (x === null) delete this.root.dataset.marker;
+    else this.root.dataset.marker = String(x);
+    this.plot?.redraw(false);
+  }
+
+  private drawMarker(u: uPlot): void {
+    if (this.marker === null) return;
+    const x = u.valToPos(this.marker, "x", true);
+    const { left, top, width, height } = u.bbox;
+    if (!Number.isFinite(x) || x < left || x > left + width) return;
+    const ctx = u.ctx;
+    ctx.save();
+    ctx.strokeStyle = cssVar("--marker", "#d97706");
+    ctx.lineWidth = 2 * devicePixelRatio;
+    ctx.setLineDash([4 * devicePixelRatio, 3 * devicePixelRatio]);
+    ctx.beginPath();
+    ctx.moveTo(x, top);
+    ctx.lineTo(x, top + height);
+    ctx.stroke();
+    ctx.restore();
   }
 
   private bandOf(b: [number, number]): uPlot.Band {

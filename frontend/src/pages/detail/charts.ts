@@ -10,7 +10,7 @@ import type { ExperimentFeed } from "../../api/feed";
 import { allSeries, toCsv, toJson } from "../../data/export";
 import { withOverlay } from "../../data/overlay";
 import { plotData, WALL_TIME } from "../../data/plotData";
-import { inverseInterpolate } from "../../data/series";
+import { interpolate, inverseInterpolate } from "../../data/series";
 import { MetricChart, PALETTE } from "../../ui/chart";
 import { chartControls, xAxis, type ChartSettings } from "../../ui/chartControls";
 import { el, frameScheduler } from "../../ui/dom";
@@ -70,6 +70,7 @@ export class ChartsPanel {
     const controls = chartControls(this.settings, (what) => {
       if (what !== "smoothing") for (const v of this.views) v.chart.reconfigure({ log: this.settings.log, ...xAxis(this.settings.xMode) });
       this.redrawAll();
+      this.placeMarker();
     });
     const exports = el(
       "span",
@@ -257,6 +258,23 @@ export class ChartsPanel {
     } catch (e) {
       this.onError(e);
     }
+  }
+
+  // --- the filmstrip's selected step, marked on the return curve ----------------------------
+  private markedStep: number | null = null;
+
+  /** Mark env step `step` (null: none) on the episode-return chart, in either x mode. */
+  markStep(step: number | null): void {
+    this.markedStep = step;
+    this.placeMarker();
+  }
+
+  private placeMarker(): void {
+    const view = this.views.find((v) => v.def.lines.some((l) => l.name === "episode_return_mean"));
+    if (!view) return;
+    const step = this.markedStep;
+    const x = step === null ? null : this.settings.xMode === "time" ? interpolate(this.feed.store.get(WALL_TIME), step) : step;
+    view.chart.setMarker(x);
   }
 
   destroy(): void {

@@ -28,6 +28,8 @@ export class EvaluationsPanel {
   constructor(
     private readonly experimentId: number,
     private readonly onError: (e: unknown) => void,
+    /** Every change of the rows (the filmstrip shows the scheduled ones). */
+    private readonly onRows: (rows: Evaluation[]) => void = () => {},
   ) {
     this.root = el(
       "section",
@@ -136,6 +138,7 @@ export class EvaluationsPanel {
     clear(this.list);
     const items = [...this.rows.values()].sort((a, b) => b.id - a.id);
     this.empty.hidden = items.length > 0;
+    this.onRows(items);
     for (const e of items) {
       const stats = e.return_mean === null ? "–" : `${fmtNumber(e.return_mean)} ± ${fmtNumber(e.return_std)}`;
       this.list.append(
@@ -143,7 +146,13 @@ export class EvaluationsPanel {
           "tr",
           { "data-evaluation": e.id, class: e.id === this.selected ? "selected" : "", onclick: () => this.select(e.id) },
           el("td", { class: "num" }, String(e.id)),
-          el("td", {}, `iteration ${e.checkpoint_iteration}`, e.checkpoint === "best" || e.checkpoint === "latest" ? ` (${e.checkpoint})` : ""),
+          el(
+            "td",
+            {},
+            `iteration ${e.checkpoint_iteration}`,
+            e.checkpoint === "best" || e.checkpoint === "latest" ? ` (${e.checkpoint})` : "",
+            e.scheduled ? el("span", { class: "chip", "data-scheduled": "", title: "Recorded by evaluation_every as the run trained" }, "scheduled") : "",
+          ),
           el("td", { class: "num" }, `${e.episodes_done}/${e.episodes}`),
           el("td", { class: "num" }, stats),
           el("td", {}, statusBadge(e.status)),

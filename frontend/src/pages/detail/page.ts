@@ -17,6 +17,7 @@ import { ChartsPanel } from "./charts";
 import { CheckpointsPanel } from "./checkpoints";
 import { EditPanel, renderNotes } from "./editor";
 import { EvaluationsPanel } from "./evaluations";
+import { Filmstrip } from "./filmstrip";
 import { LogView } from "./logView";
 import { metaLine, renderFailure, renderStats, renderTimeline } from "./sections";
 
@@ -51,7 +52,8 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
   }
 
   const editor = new EditPanel(id, (e) => applyExperiment(e), showNotice);
-  const evaluations = new EvaluationsPanel(id, showNotice);
+  const filmstrip = new Filmstrip((step) => charts.markStep(step), showNotice);
+  const evaluations = new EvaluationsPanel(id, showNotice, (rows) => filmstrip.update(rows));
   const checkpoints = new CheckpointsPanel(id, showNotice, (c) => evaluations.openForm(c));
   const key = {};
   trackStream(key, null);
@@ -78,6 +80,7 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
       { class: "detail" },
       el("section", { class: "panel" }, el("div", { class: "page-head" }, el("div", { class: "title-line" }, title, badge), actions), editor.root, meta, bar, stats, notesBox, notice),
       failure,
+      filmstrip.root,
       charts.root,
       el("div", { class: "two-col" }, el("section", { class: "panel" }, el("h2", {}, "Status timeline"), timeline), checkpoints.root),
       evaluations.root,
@@ -139,6 +142,7 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
     if (previous !== e.status) renderActions(actions, exp, checkpoints.count > 0, handlers);
     if (!configPre.textContent) {
       configPre.textContent = JSON.stringify(e.config, null, 2);
+      filmstrip.configure(Number(e.config.evaluation_every ?? 0), Number(e.config.checkpoint_every ?? 0));
       const envId = e.config.env_id;
       if (typeof envId === "string") charts.setEnv(envId).catch(showNotice);
     }
@@ -209,5 +213,6 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
     untrackStream(key);
     charts.destroy();
     evaluations.close();
+    filmstrip.close();
   };
 }
