@@ -80,6 +80,7 @@ class SystemMonitor:
         own = _process_ticks_and_rss()
         self._last_ticks = own[0] if own else None
         self._last_node = _node_ticks()
+        self._node_percent: float | None = None
 
     def sample(self) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -97,8 +98,14 @@ class SystemMonitor:
         node = _node_ticks()
         if node is not None and self._last_node is not None and node[1] > self._last_node[1]:
             busy = node[0] - self._last_node[0]
-            out[PREFIX + "node_cpu_percent"] = 100.0 * busy / (node[1] - self._last_node[1])
-        self._last_node = node if node is not None else self._last_node
+            self._node_percent = 100.0 * busy / (node[1] - self._last_node[1])
+            self._last_node = node
+        elif self._last_node is None:
+            self._last_node = node
+        # An iteration shorter than a clock tick (10 ms) has no figure of its own: it reports
+        # the last one, and the next covers both.
+        if self._node_percent is not None:
+            out[PREFIX + "node_cpu_percent"] = self._node_percent
         memory = _node_memory_percent()
         if memory is not None:
             out[PREFIX + "node_memory_percent"] = memory

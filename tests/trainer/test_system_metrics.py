@@ -41,9 +41,30 @@ def test_every_iteration_reports_them() -> None:
     )
     algo = PPO(config)
     try:
-        first, second = algo.train(), algo.train()
+        # /proc/stat moves in 10 ms ticks and an iteration this small can be shorter: wait one
+        # tick (the sub-tick case has its own test below).
+        time.sleep(0.02)
+        first = algo.train()
+        time.sleep(0.02)
+        second = algo.train()
     finally:
         algo.stop()
     for metrics in (first, second):
         assert {"system/cpu_percent", "system/rss_mb", "system/node_cpu_percent"} <= set(metrics)
         assert metrics["system/cpu_percent"] >= 0.0
+
+
+def test_an_iteration_shorter_than_a_clock_tick_repeats_the_last_node_figure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """/proc/stat counts in 10 ms ticks: two samples within one tick have no delta of their
+    own. The figure is the last one, and the baseline stays until the ticks move."""
+    from trainer import system_metrics
+
+    ticks = iter([(0, 0), (50, 100), (50, 100), (50, 100), (150, 200)])
+    monkeypatch.setattr(system_metrics, "_node_ticks", lambda: next(ticks))
+    monitor = system_metrics.SystemMonitor()  # baseline (0, 0)
+    assert monitor.sample()["system/node_cpu_percent"] == 50.0
+    assert monitor.sample()["system/node_cpu_percent"] == 50.0  # no tick passed: repeated
+    assert monitor.sample()["system/node_cpu_percent"] == 50.0
+    assert monitor.sample()["system/node_cpu_percent"] == 100.0  # (150-50) / (200-100)
