@@ -21,6 +21,7 @@ from app.core.db import publish_after_commit, utcnow
 from app.core.errors import NotFound
 from app.experiments.lifecycle import ExperimentStatus
 from app.experiments.models import Experiment
+from app.live.messages import CheckpointMessage
 from app.live.topics import experiment_topic
 from trainer.wire import CheckpointMeta
 
@@ -149,11 +150,7 @@ def register(
         publish_after_commit(
             session,
             experiment_topic(exp.id),
-            {
-                "type": "checkpoint",
-                "experiment_id": exp.id,
-                "checkpoint": public.model_dump(mode="json"),
-            },
+            CheckpointMessage(experiment_id=exp.id, checkpoint=public),
         )
     stale = [p for p in replaced if p != stored.path]
     return checkpoint, stale + [root / c.path for c in removed]

@@ -226,9 +226,11 @@ def get_row(
     return row
 
 
-def publish_after_commit(session: Session, topic: str, message: dict[str, Any]) -> None:
-    """Queue a live message; it goes out only if the surrounding transaction commits."""
-    session.info.setdefault(_PENDING, []).append((topic, message))
+def publish_after_commit(session: Session, topic: str, message: Any) -> None:
+    """Queue a live message (an app/live/messages.py model, or the dict of one: metrics on
+    the hot path); it goes out only if the surrounding transaction commits."""
+    wire = message if isinstance(message, dict) else message.wire()
+    session.info.setdefault(_PENDING, []).append((topic, wire))
 
 
 @contextmanager

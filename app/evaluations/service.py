@@ -34,6 +34,7 @@ from app.evaluations.schemas import (
     VideoPublic,
 )
 from app.experiments import service as experiments
+from app.live.messages import EvaluationMessage
 from app.live.topics import experiment_topic
 from trainer.wire import API_PREFIX, EpisodeResult, VideoMeta
 
@@ -167,12 +168,11 @@ def announce(session: Session, evaluation: Evaluation, *, deleted: bool = False)
     publish_after_commit(
         session,
         experiment_topic(evaluation.experiment_id),
-        {
-            "type": "evaluation",
-            "experiment_id": evaluation.experiment_id,
-            "evaluation_id": evaluation.id,
-            "evaluation": None if deleted else to_public(evaluation).model_dump(mode="json"),
-        },
+        EvaluationMessage(
+            experiment_id=evaluation.experiment_id,
+            evaluation_id=evaluation.id,
+            evaluation=None if deleted else to_public(evaluation),
+        ),
     )
 
 

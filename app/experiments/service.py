@@ -37,6 +37,7 @@ from app.experiments.schemas import (
     ExperimentResume,
     ExperimentUpdate,
 )
+from app.live.messages import DeletedMessage, ExperimentMessage, LogMessage, StatusMessage
 from app.live.topics import ALL_EXPERIMENTS, experiment_topic
 from app.presets import service as presets
 from trainer.config import PPOConfig
@@ -258,15 +259,14 @@ def _record(
     publish_after_commit(
         session,
         experiment_topic(exp.id),
-        {
-            "type": "status",
-            "experiment_id": exp.id,
-            "status": target.value,
-            "from_status": event.from_status,
-            "reason": reason,
-            "at": event.at.isoformat(),
-            "error": exp.error,
-        },
+        StatusMessage(
+            experiment_id=exp.id,
+            status=target,
+            from_status=event.from_status,
+            reason=reason,
+            at=event.at,
+            error=exp.error,
+        ),
     )
     announce(session, exp)
 
@@ -276,7 +276,7 @@ def announce(session: Session, exp: Experiment) -> None:
     publish_after_commit(
         session,
         ALL_EXPERIMENTS,
-        {"type": "experiment", "experiment": to_public(exp).model_dump(mode="json")},
+        ExperimentMessage(experiment=to_public(exp)),
     )
 
 
@@ -376,7 +376,7 @@ def append_logs(
         publish_after_commit(
             session,
             experiment_topic(experiment_id),
-            {"type": "log", "experiment_id": experiment_id, "lines": lines},
+            LogMessage(experiment_id=experiment_id, lines=lines),
         )
     return len(lines)
 
@@ -451,9 +451,7 @@ def delete_experiment(session: Session, experiment_id: int) -> Experiment:
     for model in (MetricPoint, MetricRollup, LogLine, ExperimentEvent, Checkpoint, ExperimentTag):
         session.execute(delete(model).where(model.experiment_id == experiment_id))
     session.delete(exp)
-    publish_after_commit(
-        session, ALL_EXPERIMENTS, {"type": "deleted", "experiment_id": experiment_id}
-    )
+    publish_after_commit(session, ALL_EXPERIMENTS, DeletedMessage(experiment_id=experiment_id))
     return exp
 
 

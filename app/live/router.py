@@ -18,6 +18,7 @@ from app.experiments import service as experiments
 from app.experiments.progress import to_public
 from app.live.backlog import Backlog, SharedBacklogs, encode
 from app.live.hub import Lagged, LiveHub, LiveMessage, Subscription
+from app.live.messages import LogMessage, StatusMessage
 from app.live.topics import ALL_EXPERIMENTS, columnar, experiment_topic, metrics_message
 from app.metrics.service import recent_points
 
@@ -64,22 +65,18 @@ def _backlog(session: Session, experiment_id: int, since_step: int) -> list[dict
         end = start + BACKLOG_STEPS_PER_MESSAGE
         chunk = {name: column[start:end] for name, column in series.items()}
         messages.append(metrics_message(experiment_id, steps[start:end], chunk))
-    public = to_public(exp).model_dump(mode="json")
-    messages.append(
-        {
-            "type": "status",
-            "experiment_id": experiment_id,
-            "status": exp.status.value,
-            "from_status": None,
-            "reason": "current status",
-            "at": exp.updated_at.isoformat(),
-            "error": exp.error,
-            "experiment": public,
-        }
+    status = StatusMessage(
+        experiment_id=experiment_id,
+        status=exp.status,
+        reason="current status",
+        at=exp.updated_at,
+        error=exp.error,
+        experiment=to_public(exp),
     )
+    messages.append(status.wire())
     lines = experiments.tail_logs(session, experiment_id, BACKLOG_LOG_LINES)
     if lines:
-        messages.append({"type": "log", "experiment_id": experiment_id, "lines": lines})
+        messages.append(LogMessage(experiment_id=experiment_id, lines=lines).wire())
     return messages
 
 

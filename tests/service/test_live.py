@@ -135,3 +135,39 @@ def test_backlog_is_bounded_to_the_most_recent_steps(client, create_experiment, 
                 assert m["series"]["r"] == [float(s) for s in m["step"]]
                 steps += m["step"]
     assert steps == list(range(total - BACKLOG_MAX_STEPS + 1, total + 1))
+
+
+def test_every_message_is_one_of_the_typed_live_messages(client, create_experiment, job_token):
+    """What the streams send is exactly what the shared models (app/live/messages.py) write:
+    each message parses as one of them, and writing it back gives the same JSON."""
+    from app.live.messages import LIST_ADAPTER, STREAM_ADAPTER
+
+    with client.websocket_connect("/api/v1/stream") as listing:
+        exp = create_experiment()
+        token = job_token(exp["id"])
+        _job(client, exp["id"], token, "status", json={"status": "running"})
+        _job(client, exp["id"], token, "metrics", json=_rows(100, 200))
+        _job(client, exp["id"], token, "logs", json={"lines": ["it 1"]})
+        with client.websocket_connect(f"/api/v1/experiments/{exp['id']}/stream") as ws:
+            sent = _until(ws, "log")[1]  # the backlog: metrics, status, log
+            client.put(
+                f"/api/v1/jobs/experiments/{exp['id']}/checkpoints",
+                params={"iteration": 1, "env_steps": 200},
+                content=b"archive",
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            sent += _until(ws, "checkpoint")[1]
+            _job(client, exp["id"], token, "metrics", json=_rows(300))
+            sent += _until(ws, "metrics")[1]
+            _job(client, exp["id"], token, "status", json={"status": "succeeded"})
+            sent += _until(ws, "status")[1]
+        assert client.delete(f"/api/v1/experiments/{exp['id']}").status_code == 204
+        listed = _until(listing, "deleted")[1]
+
+    typed = [STREAM_ADAPTER.validate_python(m) for m in sent]
+    kinds = {type(m).__name__ for m in typed}
+    assert kinds == {"MetricsMessage", "StatusMessage", "LogMessage", "CheckpointMessage"}
+    assert [m.wire() for m in typed] == sent
+    typed_list = [LIST_ADAPTER.validate_python(m) for m in listed]
+    assert {type(m).__name__ for m in typed_list} == {"ExperimentMessage", "DeletedMessage"}
+    assert [m.wire() for m in typed_list] == listed
