@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.text import NoNulStr
+from app.experiments.lifecycle import ExperimentStatus
 from app.experiments.schemas import ExperimentPublic
 
 MAX_SEEDS = 100
@@ -51,7 +52,7 @@ class SweepPublic(BaseModel):
     seeds: list[int]
     max_parallel: int
     created_at: dt.datetime
-    status: str = Field(
+    status: ExperimentStatus = Field(
         description="running (a member runs) | queued (members wait, none runs) | stopping | "
         "succeeded (all did) | stopped (all ended, some stopped) | failed (all ended, some "
         "failed, none stopped)"

@@ -1,80 +1,32 @@
-/** Wire types of the sweeps API (app/sweeps/schemas.py). */
+/** Wire types of the sweeps API (app/sweeps/schemas.py), from the generated src/api/wire.gen.ts;
+ * the config and the members' configs are PPOConfig (loose in the schema). */
 
-import type { Experiment, PPOConfig, Status } from "./types";
+import type { Experiment, PPOConfig } from "./types";
+import type { components } from "./wire.gen";
 
-export interface SweepGroup {
-  index: number;
-  point: Record<string, unknown>;
-  label: string;
-  member_ids: number[];
-}
+type Schemas = components["schemas"];
 
-export interface Sweep {
-  id: number;
-  name: string;
-  config: PPOConfig;
-  grid: Record<string, unknown[]>;
-  seeds: number[];
-  max_parallel: number;
-  created_at: string;
-  status: Status;
-  counts: Partial<Record<Status, number>>;
-  size: number;
-}
+export type SweepGroup = Schemas["SweepGroup"];
+
+export type Sweep = Omit<Schemas["SweepPublic"], "config"> & { config: PPOConfig };
 
 /** POST /sweeps (SweepCreate). */
-export interface SweepCreate {
-  name: string;
+export type SweepCreate = Omit<Required<Schemas["SweepCreate"]>, "config" | "tags"> & {
   config: PPOConfig;
-  grid: Record<string, unknown[]>;
-  seeds: number[];
-  max_parallel: number;
-}
+  tags?: string[];
+};
 
-export interface SweepDetail extends Sweep {
-  groups: SweepGroup[];
+export type SweepDetail = Omit<Schemas["SweepDetail"], "config" | "members"> & {
+  config: PPOConfig;
   members: Experiment[];
-}
+};
 
-export interface MemberFinal {
-  experiment_id: number;
-  seed: number;
-  step: number;
-  value: number;
-}
+export type MemberFinal = Schemas["MemberFinal"];
 
-export interface FinalReturn {
-  n: number;
-  mean: number | null;
-  min: number | null;
-  max: number | null;
-  members: MemberFinal[];
-}
+export type FinalReturn = Schemas["FinalReturn"];
 
-export interface GroupSeries {
-  index: number;
-  label: string;
-  point: Record<string, unknown>;
-  member_ids: number[];
-  n: number[];
-  mean: (number | null)[];
-  min: (number | null)[];
-  max: (number | null)[];
-  ci_low: (number | null)[];
-  ci_high: (number | null)[];
-  final: FinalReturn;
-}
+export type GroupSeries = Schemas["GroupSeries"];
 
-export interface MetricGroups {
-  step: number[];
-  groups: GroupSeries[];
-}
+export type MetricGroups = Schemas["MetricGroups"];
 
-export interface SweepMetrics {
-  sweep_id: number;
-  grid_keys: string[];
-  confidence: number;
-  bootstrap_resamples: number;
-  bootstrap_seed: number;
-  metrics: Record<string, MetricGroups>;
-}
+export type SweepMetrics = Schemas["SweepMetrics"];
