@@ -13,9 +13,7 @@ redeems it). A reply is classified once, by `check`:
                                         row it cannot store). Retried `max_server_error_attempts`
                                         times, then given up: waiting longer does not mend it,
                                         and for the reporter one unit it can never take must
-                                        not hold back everything queued behind it. (The
-                                        evaluation job used to retry 500 until its deadline and
-                                        the reporter five times; five is kept for both.)
+                                        not hold back everything queued behind it.
     other 4xx                        -> PermanentError: refused for good (bad request, token
                                         revoked, 507 storage full); never retried
 

@@ -1,10 +1,10 @@
 """Warm a freshly started local Ray head up with one no-op job (trainer/warmup.py).
 
-The first experiment after `rollout serve` started used to reach its first metric several
-seconds later than the ones after it: its job was the head's first (Ray's job and runtime-env
-agents served their first request) and its driver read torch and gymnasium from a cold page
-cache. The service therefore submits one job that does all of that and trains a tiny CartPole
-iteration, in the background, as soon as the head answers, so start-up itself is not slowed.
+A new head's first job reaches its first metric several seconds later than the ones after it:
+Ray's job and runtime-env agents serve their first request, and its driver reads torch and
+gymnasium from a cold page cache. So that a user's first experiment does not pay for that, the
+service submits one job that does all of it and trains a tiny CartPole iteration, in the
+background, as soon as the head answers, so start-up itself is not slowed.
 It takes no CPU of the queue's budget; a slow or failed warm-up only costs the first
 experiment what it cost before. It is stopped with the service.
 """

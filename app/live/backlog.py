@@ -1,10 +1,10 @@
 """An experiment stream's backlog, read once for every viewer who asks at the same time.
 
 A dashboard full of viewers of one running experiment (a class, a demo, a reload storm) opens
-hundreds of streams within a second, each wanting the same backlog. Each used to read it in a
-thread-pool task of its own and encode it to JSON for itself: 200 viewers held the pool (which
-/health shares) for tens of seconds and the API's memory grew by a backlog per viewer. Now
-viewers of one experiment from one step share a read that has not started yet: at most
+hundreds of streams within a second, each wanting the same backlog. Read and encoded per viewer
+in thread-pool tasks of their own, 200 viewers held the pool (which /health shares) for tens of
+seconds and the API's memory grew by a backlog per viewer. Instead viewers of one experiment
+from one step share a read that has not started yet: at most
 `MAX_CONCURRENT_READS` reads run at a time, in their own threads, and the messages are encoded
 to JSON once, in the reading thread; every viewer sends the same strings.
 
