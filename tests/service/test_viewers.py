@@ -29,8 +29,17 @@ def test_concurrent_viewers_share_a_read_that_has_not_started() -> None:
 
     def load(experiment_id: int, since_step: int) -> Backlog:
         started.append((experiment_id, since_step))
+        number = len(started)  # which read this is, fixed when it starts
         release.wait(5)
-        return Backlog((f"backlog {len(started)}",), since_step)
+        return Backlog((f"backlog {number}",), since_step)
+
+    async def until_started(count: int) -> None:
+        """Wait (at most 5 s) until `count` reads have begun in their threads."""
+        for _ in range(500):
+            if len(started) >= count:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"only {len(started)} of {count} reads started")
 
     async def main() -> None:
         shared = SharedBacklogs(load)
@@ -50,7 +59,7 @@ def test_concurrent_viewers_share_a_read_that_has_not_started() -> None:
         # messages published after that read began).
         release.clear()
         first = asyncio.create_task(shared.get(1, -1))
-        await asyncio.sleep(0.05)
+        await until_started(MAX_CONCURRENT_READS + 2)  # first's read is under way
         late = asyncio.create_task(shared.get(1, -1))
         release.set()
         assert (await first).texts != (await late).texts
