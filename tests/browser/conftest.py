@@ -68,3 +68,18 @@ def browser() -> Iterator[object]:
 def artifacts() -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS
+
+
+@pytest.fixture(scope="module")
+def jobs_server(
+    ray_head: object, frontend_dist: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[object]:
+    """The service of one test module, with jobs on the shared Ray head (real evaluations)."""
+    from tests.browser.helpers import dashboard_settings
+    from tests.browser.server import live_server
+
+    data_dir = tmp_path_factory.mktemp("browser-jobs")
+    address = ray_head.address  # type: ignore[attr-defined]
+    settings = dashboard_settings(data_dir, frontend_dist, ray_address=address)
+    with live_server(settings) as live:
+        yield live

@@ -10,24 +10,13 @@ from typing import Any
 
 import pytest
 
-from app.jobs.ray_head import LocalRayHead
-from tests.browser.helpers import dashboard_settings, new_page, wait_until
-from tests.browser.server import LiveServer, live_server
+from tests.browser.helpers import new_page, wait_until
+from tests.browser.server import LiveServer
 from tests.service.evaluation_seed import seed_experiment, train_checkpoint
 
 pytestmark = [pytest.mark.browser, pytest.mark.ray]
 
 EPISODES = 4
-
-
-@pytest.fixture(scope="module")
-def server(
-    ray_head: LocalRayHead, frontend_dist: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LiveServer]:
-    data_dir = tmp_path_factory.mktemp("browser-eval")
-    settings = dashboard_settings(data_dir, frontend_dist, ray_address=ray_head.address)
-    with live_server(settings) as live:
-        yield live
 
 
 @pytest.fixture
@@ -53,11 +42,11 @@ def video_state(page: Any) -> dict[str, Any] | None:
 
 
 def test_evaluate_a_checkpoint_and_watch_the_video(
-    server: LiveServer, page: Any, artifacts: Path, tmp_path: Path
+    jobs_server: LiveServer, page: Any, artifacts: Path, tmp_path: Path
 ) -> None:
     archive = train_checkpoint(tmp_path, iterations=1)
-    exp_id, checkpoint_id = seed_experiment(server.app.state.settings, archive)
-    page.goto(f"{server.url}/#/experiments/{exp_id}")
+    exp_id, checkpoint_id = seed_experiment(jobs_server.app.state.settings, archive)
+    page.goto(f"{jobs_server.url}/#/experiments/{exp_id}")
     row = page.locator(f'tr[data-checkpoint="{checkpoint_id}"]')
     row.locator('[data-action="evaluate"]').click()
     form = page.locator("form.eval-form")

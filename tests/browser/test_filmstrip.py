@@ -14,9 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.jobs.ray_head import LocalRayHead
-from tests.browser.helpers import dashboard_settings, new_page, wait_until
-from tests.browser.server import LiveServer, live_server
+from tests.browser.helpers import new_page, wait_until
+from tests.browser.server import LiveServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.ray]
 
@@ -30,16 +29,6 @@ FORM_VALUES = {
     "checkpoint_every": "2",
     "evaluation_every": "2",  # iterations 4 and 8, and the final checkpoint (12)
 }
-
-
-@pytest.fixture(scope="module")
-def server(
-    ray_head: LocalRayHead, frontend_dist: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LiveServer]:
-    data_dir = tmp_path_factory.mktemp("browser-filmstrip")
-    settings = dashboard_settings(data_dir, frontend_dist, ray_address=ray_head.address)
-    with live_server(settings) as live:
-        yield live
 
 
 @pytest.fixture
@@ -71,9 +60,9 @@ def playable(page: Any, evaluation_id: int) -> dict[str, Any]:
 
 
 def test_a_run_with_evaluation_every_shows_a_filmstrip_with_a_step_slider(
-    server: LiveServer, page: Any, artifacts: Path
+    jobs_server: LiveServer, page: Any, artifacts: Path
 ) -> None:
-    page.goto(f"{server.url}/#/new")
+    page.goto(f"{jobs_server.url}/#/new")
     page.locator('[name="config.lr"]').wait_for()
     page.fill('[name="name"]', "film")
     for path, value in FORM_VALUES.items():
@@ -81,7 +70,7 @@ def test_a_run_with_evaluation_every_shows_a_filmstrip_with_a_step_slider(
     page.click("button[type=submit]")
     page.wait_for_url(re.compile(r"#/experiments/\d+$"))
     exp_id = int(page.url.rsplit("/", 1)[1])
-    with httpx.Client(base_url=server.url, timeout=30) as client:
+    with httpx.Client(base_url=jobs_server.url, timeout=30) as client:
         config = client.get(f"{API}/experiments/{exp_id}").json()["config"]
         assert (config["evaluation_every"], config["env_id"]) == (2, "CartPole-v1")
         filmstrip = page.locator("[data-role=filmstrip]")
