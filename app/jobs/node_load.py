@@ -23,6 +23,9 @@ MIN_IDLE_CORES = 1.0
 WINDOW_S = 3.0
 # The figure needs at least this much history.
 MIN_INTERVAL_S = 0.5
+# A sample this recent is current enough: the reconciler records one each tick, and its
+# check in the same tick does not read /proc/stat again.
+FRESH_S = 0.2
 
 
 def _ticks() -> tuple[int, int] | None:
@@ -50,11 +53,14 @@ class IdleCores:
             self._history.append((time.monotonic(), *first))
 
     def record(self) -> None:
-        """Add a sample (the reconciler calls this every tick, to keep the window current)."""
+        """Add a sample (the reconciler calls this every tick, to keep the window current);
+        none when the newest is under `FRESH_S` old."""
+        now = time.monotonic()
+        if self._history and now - self._history[-1][0] < FRESH_S:
+            return
         ticks = _ticks()
         if ticks is None:
             return
-        now = time.monotonic()
         self._history.append((now, *ticks))
         # The window starts at the newest sample at least WINDOW_S old; a history with a gap
         # (no tick for a while) says nothing of the last seconds: start it again.
@@ -64,7 +70,8 @@ class IdleCores:
             self._history = deque([self._history[-1]])
 
     def sample(self) -> float | None:
-        """Record a sample and return the idle cores over the window (None: too short yet)."""
+        """Record a sample (unless one is fresh) and return the idle cores over the window
+        (None: too short yet)."""
         self.record()
         if len(self._history) < 2:
             return None

@@ -346,3 +346,26 @@ def test_idle_cores_average_over_a_window_and_forget_stale_history(
     clock["idle"] += 3000
     clock["total"] += 6000
     assert not gate.allows_background_work()
+
+
+def test_idle_cores_read_proc_stat_once_per_tick(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reconciler records a sample each tick and then asks whether background work may
+    start: the question in the same tick reuses that sample."""
+    from app.jobs import node_load
+
+    clock = {"t": 0.0, "reads": 0}
+    monkeypatch.setattr(node_load.time, "monotonic", lambda: clock["t"])
+
+    def ticks() -> tuple[int, int]:
+        clock["reads"] += 1
+        return clock["reads"] * 100, clock["reads"] * 200
+
+    monkeypatch.setattr(node_load, "_ticks", ticks)
+    gate = node_load.IdleCores(min_idle=1.0, cores=2)
+    assert clock["reads"] == 1
+    for _ in range(3):
+        clock["t"] += 1.0
+        gate.record()
+        gate.allows_background_work()
+    assert clock["reads"] == 4
+    assert gate.sample() == pytest.approx(1.0)
