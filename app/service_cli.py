@@ -25,6 +25,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from app.core.config import Settings, is_loopback
     from app.core.http_server import header_timeout_protocol
+    from app.live.deflate import SharedDeflateWebSocketProtocol
     from app.main import create_app
 
     overrides: dict[str, Any] = {}
@@ -58,7 +59,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         http=header_timeout_protocol(settings.header_timeout_s),
         log_config=log_config(access_log_jobs=settings.access_log_jobs),
         log_level="info",
-        ws="websockets-sansio",
+        ws=SharedDeflateWebSocketProtocol,  # uvicorn's websockets-sansio, deflate shared
         timeout_graceful_shutdown=10,
     )
     return 0

@@ -83,6 +83,12 @@ async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
+def _probe(request: Request) -> tuple[bool, DiskState]:
+    """The database and the disk, in one worker-thread hop: under load each hop waits for a
+    pool thread and for the GIL, and /health is what says whether the service keeps up."""
+    return _database_ok(request), DiskState.of(request.app.state.settings)
+
+
 def _database_ok(request: Request) -> bool:
     """Whether the database answers, in as few round trips as it takes: on PostgreSQL the
     pool's pre-ping of a checked-out connection is the probe (one round trip, no transaction;
@@ -105,8 +111,7 @@ async def health(request: Request) -> JSONResponse:
     """200 when the database answers; `ray` is null when jobs are disabled; `live` is the
     live feed (degraded while the PostgreSQL listener reconnects); `disk` the data dir's
     free space against its floor (degraded below it: new experiments are refused with 507)."""
-    database = await asyncio.to_thread(_database_ok, request)
-    disk = await asyncio.to_thread(DiskState.of, request.app.state.settings)
+    database, disk = await asyncio.to_thread(_probe, request)
     jobs = getattr(request.app.state, "jobs", None)
     ray: bool | None = None
     if jobs is not None:

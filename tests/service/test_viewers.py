@@ -78,7 +78,9 @@ def served(tmp_path: Path) -> Iterator[ServeProcess]:
         yield server
 
 
-def _running_experiment_with_backlog(server: ServeProcess, data_dir: Path) -> int:
+def _running_experiment_with_backlog(server: ServeProcess, data_dir: Path) -> tuple[int, str]:
+    """A running experiment with BACKLOG_ROWS rows of 10 metrics (m_i = step + i), and its
+    job token."""
     from app.core.db import make_engine, make_sessionmaker, transaction
     from app.experiments import service as experiments
 
@@ -105,7 +107,7 @@ def _running_experiment_with_backlog(server: ServeProcess, data_dir: Path) -> in
         )
         assert posted.status_code == 200, posted.text[:500]
     api.close()
-    return exp_id
+    return exp_id, token
 
 
 def test_sixty_viewers_get_their_backlog_while_health_stays_fast(
@@ -113,7 +115,7 @@ def test_sixty_viewers_get_their_backlog_while_health_stays_fast(
 ) -> None:
     from websockets.asyncio.client import connect
 
-    exp_id = _running_experiment_with_backlog(served, tmp_path / "data")
+    exp_id, _ = _running_experiment_with_backlog(served, tmp_path / "data")
     ws_url = served.url.replace("http", "ws", 1) + f"/api/v1/experiments/{exp_id}/stream"
 
     async def view() -> int:
@@ -150,6 +152,63 @@ def test_sixty_viewers_get_their_backlog_while_health_stays_fast(
     assert elapsed < 20, elapsed
     # Generous for a shared 2-core CI machine; the benchmark measures the real figure.
     assert max(health_s) < 1.0, sorted(health_s)[-5:]
+
+
+def test_compressed_viewers_decode_backlog_and_live_messages_exactly(
+    served: ServeProcess, tmp_path: Path
+) -> None:
+    """Viewers negotiate permessage-deflate, as browsers do; large messages (backlog chunks,
+    a big live batch) are compressed once for all of them (app/live/deflate.py) and small
+    live rows with each connection's history: every value arrives as stored."""
+    from websockets.asyncio.client import connect
+    from websockets.extensions.permessage_deflate import PerMessageDeflate
+
+    exp_id, token = _running_experiment_with_backlog(served, tmp_path / "data")
+    ws_url = served.url.replace("http", "ws", 1) + f"/api/v1/experiments/{exp_id}/stream"
+    live_steps = [
+        BACKLOG_ROWS + 1,
+        *range(BACKLOG_ROWS + 2, BACKLOG_ROWS + 502),
+        BACKLOG_ROWS + 502,
+    ]
+
+    def value(k: int, i: int) -> float:
+        return float(k + i)
+
+    async def view(ready: asyncio.Event, count: list[int]) -> dict[int, list[float]]:
+        seen: dict[int, list[float]] = {}
+        async with connect(ws_url, open_timeout=30, max_size=2**24) as ws:
+            assert any(isinstance(e, PerMessageDeflate) for e in ws.protocol.extensions)
+            while max(seen, default=0) < live_steps[-1]:
+                message = json.loads(await asyncio.wait_for(ws.recv(), 30))
+                if message["type"] == "metrics":
+                    for j, k in enumerate(message["step"]):
+                        seen[k] = [message["series"][f"m{i}"][j] for i in range(10)]
+                elif message["type"] == "status":
+                    count.append(1)
+                    if len(count) == 2:
+                        ready.set()
+        return seen
+
+    def row(k: int) -> dict[str, object]:
+        return {"step": k, "time_s": float(k), "values": {f"m{i}": value(k, i) for i in range(10)}}
+
+    async def main() -> list[dict[int, list[float]]]:
+        ready, count = asyncio.Event(), []
+        viewers = [asyncio.create_task(view(ready, count)) for _ in range(2)]
+        await asyncio.wait_for(ready.wait(), 30)
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(base_url=f"{served.url}/api/v1", timeout=30) as api:
+            path = f"/jobs/experiments/{exp_id}/metrics"
+            for batch in ([live_steps[0]], live_steps[1:-1], [live_steps[-1]]):
+                posted = await api.post(
+                    path, json={"rows": [row(k) for k in batch]}, headers=headers
+                )
+                assert posted.status_code == 200, posted.text[:300]
+        return await asyncio.gather(*viewers)
+
+    expected = {k: [value(k, i) for i in range(10)] for k in range(1, live_steps[-1] + 1)}
+    for seen in asyncio.run(main()):
+        assert seen == expected
 
 
 def test_slowloris_connections_are_closed_after_the_header_timeout(served: ServeProcess) -> None:

@@ -1,0 +1,165 @@
+"""Websocket compression done once for a crowd: a large message sent to many viewers is
+deflated once, and every connection sends the same bytes.
+
+Browsers (and the Python client) negotiate permessage-deflate (RFC 7692), and each connection
+then compresses every message it sends with a compressor of its own. A crowd of viewers of
+one experiment receives the same backlog, the same strings (app/live/backlog.py), so that is
+the same work done once per viewer: measured with 500 viewers of one running experiment
+(benchmarks/load_viewers.py), deflate took three quarters of the API's event loop, and
+/health waited behind it.
+
+How the bytes can be shared: a message of at least `SHARE_MIN_BYTES` (a live metrics row is
+about 1 kB, a backlog chunk hundreds) is compressed from a fresh compressor, with no history,
+so its bytes depend only on its text and the connection's window size and settings; they are
+kept in a small cache for the next viewer. A message compressed without history decodes
+whatever history the client's decompressor holds. After such a message the connection's own
+compressor starts afresh too, because what it may point back into must be a suffix of what
+the client has seen (the messages since).
+What this gives up: a live row compressed without history is bigger (a 20-metric row of
+848 bytes: 470 bytes instead of 270 with the history); in exchange it is compressed once, not
+once per viewer.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections import OrderedDict
+from typing import Any
+
+from uvicorn.config import Config
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from uvicorn.server import ServerState
+from websockets.extensions.base import Extension
+from websockets.extensions.permessage_deflate import (
+    PerMessageDeflate,
+    ServerPerMessageDeflateFactory,
+)
+from websockets.frames import Frame, Opcode
+from websockets.server import ServerProtocol
+
+# Smaller messages (a heartbeat, a short log line) are not worth a lookup, and compress
+# better with the connection's history.
+SHARE_MIN_BYTES = 512
+CACHE_MAX_BYTES = 32 * 1024**2
+# uvicorn's own permessage-deflate settings (uvicorn/protocols/websockets/websockets_sansio_impl.py)
+WINDOW_BITS = 12
+COMPRESS_SETTINGS: dict[str, Any] = {"memLevel": 5}
+
+
+class SharedCompressor:
+    """Compressed messages by content, least recently used dropped past `max_bytes` (each
+    entry counts its message and its compressed form)."""
+
+    def __init__(self, max_bytes: int = CACHE_MAX_BYTES) -> None:
+        self.max_bytes = max_bytes
+        # (length, CRC-32, window bits, settings) -> (message, compressed): the CRC finds the
+        # entry, comparing the message itself makes it exact.
+        self._cache: OrderedDict[tuple[Any, ...], tuple[bytes, bytes]] = OrderedDict()
+        self._bytes = 0
+        self.compressions = 0  # tests and benchmarks count them
+        self.hits = 0
+
+    def compress(self, data: bytes, window_bits: int, settings: dict[str, Any]) -> bytes:
+        """`data` deflated without history and sync-flushed, less the flush's 4-byte tail
+        (RFC 7692, 7.2.1): the payload of one compressed message."""
+        key = (len(data), zlib.crc32(data), window_bits, tuple(sorted(settings.items())))
+        found = self._cache.get(key)
+        if found is not None and found[0] == data:
+            self._cache.move_to_end(key)
+            self.hits += 1
+            return found[1]
+        encoder = zlib.compressobj(wbits=-window_bits, **settings)
+        payload = (encoder.compress(data) + encoder.flush(zlib.Z_SYNC_FLUSH))[:-4]
+        self.compressions += 1
+        size = len(data) + len(payload)
+        if found is None and size <= self.max_bytes:
+            self._cache[key] = (data, payload)
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                _, (message, dropped) = self._cache.popitem(last=False)
+                self._bytes -= len(message) + len(dropped)
+        return payload
+
+
+SHARED = SharedCompressor()  # one per process: every connection of every app shares it
+
+
+class SharedPerMessageDeflate(PerMessageDeflate):
+    """permessage-deflate whose large messages come from `compressor`."""
+
+    def __init__(self, *args: Any, compressor: SharedCompressor = SHARED, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.compressor = compressor
+
+    def encode(self, frame: Frame) -> Frame:
+        shareable = (
+            frame.opcode in (Opcode.TEXT, Opcode.BINARY)
+            and frame.fin
+            and len(frame.data) >= SHARE_MIN_BYTES
+        )
+        if not shareable:
+            return super().encode(frame)
+        payload = self.compressor.compress(
+            bytes(frame.data), self.local_max_window_bits, self.compress_settings
+        )
+        if not self.local_no_context_takeover:
+            # The client's history now ends with this message, which this connection's own
+            # compressor has not seen: it starts afresh so that all it points back into is
+            # also in the client's history.
+            self.encoder = zlib.compressobj(
+                wbits=-self.local_max_window_bits, **self.compress_settings
+            )
+        return Frame(frame.opcode, payload, frame.fin, True, frame.rsv2, frame.rsv3)
+
+
+class SharedDeflateFactory(ServerPerMessageDeflateFactory):
+    """Negotiates as websockets' factory does; the extension it agrees to shares compression."""
+
+    def __init__(self, compressor: SharedCompressor = SHARED, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.compressor = compressor
+
+    def process_request_params(
+        self, params: Any, accepted_extensions: Any
+    ) -> tuple[list[tuple[str, str | None]], Extension]:
+        response, agreed = super().process_request_params(params, accepted_extensions)
+        assert isinstance(agreed, PerMessageDeflate)
+        shared = SharedPerMessageDeflate(
+            agreed.remote_no_context_takeover,
+            agreed.local_no_context_takeover,
+            agreed.remote_max_window_bits,
+            agreed.local_max_window_bits,
+            agreed.compress_settings,
+            compressor=self.compressor,
+        )
+        return response, shared
+
+
+def shared_deflate_factory(compressor: SharedCompressor = SHARED) -> SharedDeflateFactory:
+    return SharedDeflateFactory(
+        compressor,
+        server_max_window_bits=WINDOW_BITS,
+        client_max_window_bits=WINDOW_BITS,
+        compress_settings=dict(COMPRESS_SETTINGS),
+    )
+
+
+class SharedDeflateWebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's websockets-sansio protocol, with `SharedDeflateFactory` in place of its
+    permessage-deflate factory (same negotiated settings)."""
+
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: Any = None,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        extensions = [shared_deflate_factory()] if config.ws_per_message_deflate else []
+        self.conn = ServerProtocol(
+            extensions=extensions,
+            max_size=config.ws_max_size,
+            logger=logging.getLogger("uvicorn.error"),
+        )
