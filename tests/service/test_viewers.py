@@ -78,6 +78,16 @@ def served(tmp_path: Path) -> Iterator[ServeProcess]:
         yield server
 
 
+def _values(step: int) -> list[float]:
+    """The 10 metrics m0..m9 of a step's row."""
+    return [float(step + i) for i in range(10)]
+
+
+def _row(step: int) -> dict[str, object]:
+    values = {f"m{i}": v for i, v in enumerate(_values(step))}
+    return {"step": step, "time_s": float(step), "values": values}
+
+
 def _running_experiment_with_backlog(server: ServeProcess, data_dir: Path) -> tuple[int, str]:
     """A running experiment with BACKLOG_ROWS rows of 10 metrics (m_i = step + i), and its
     job token."""
@@ -98,10 +108,7 @@ def _running_experiment_with_backlog(server: ServeProcess, data_dir: Path) -> tu
     engine.dispose()
     headers = {"Authorization": f"Bearer {token}"}
     for first in range(1, BACKLOG_ROWS + 1, 500):
-        rows = [
-            {"step": k, "time_s": float(k), "values": {f"m{i}": float(k + i) for i in range(10)}}
-            for k in range(first, min(first + 500, BACKLOG_ROWS + 1))
-        ]
+        rows = [_row(k) for k in range(first, min(first + 500, BACKLOG_ROWS + 1))]
         posted = api.post(
             f"/jobs/experiments/{exp_id}/metrics", json={"rows": rows}, headers=headers
         )
@@ -171,9 +178,6 @@ def test_compressed_viewers_decode_backlog_and_live_messages_exactly(
         BACKLOG_ROWS + 502,
     ]
 
-    def value(k: int, i: int) -> float:
-        return float(k + i)
-
     async def view(ready: asyncio.Event, count: list[int]) -> dict[int, list[float]]:
         seen: dict[int, list[float]] = {}
         async with connect(ws_url, open_timeout=30, max_size=2**24) as ws:
@@ -189,9 +193,6 @@ def test_compressed_viewers_decode_backlog_and_live_messages_exactly(
                         ready.set()
         return seen
 
-    def row(k: int) -> dict[str, object]:
-        return {"step": k, "time_s": float(k), "values": {f"m{i}": value(k, i) for i in range(10)}}
-
     async def main() -> list[dict[int, list[float]]]:
         ready, count = asyncio.Event(), []
         viewers = [asyncio.create_task(view(ready, count)) for _ in range(2)]
@@ -201,12 +202,12 @@ def test_compressed_viewers_decode_backlog_and_live_messages_exactly(
             path = f"/jobs/experiments/{exp_id}/metrics"
             for batch in ([live_steps[0]], live_steps[1:-1], [live_steps[-1]]):
                 posted = await api.post(
-                    path, json={"rows": [row(k) for k in batch]}, headers=headers
+                    path, json={"rows": [_row(k) for k in batch]}, headers=headers
                 )
                 assert posted.status_code == 200, posted.text[:300]
         return await asyncio.gather(*viewers)
 
-    expected = {k: [value(k, i) for i in range(10)] for k in range(1, live_steps[-1] + 1)}
+    expected = {k: _values(k) for k in range(1, live_steps[-1] + 1)}
     for seen in asyncio.run(main()):
         assert seen == expected
 
