@@ -37,8 +37,9 @@ from trainer.batch import TrainBatch, build_train_batch
 from trainer.config import PPOConfig
 from trainer.devices import HostStaging, forward_autocast, set_matmul_precision
 from trainer.episode import EpisodeChunk
+from trainer.hand_grad import HandGradStep
 from trainer.module import PPOModule
-from trainer.optim import EagerAdam
+from trainer.optim import EagerAdam, FlatAdam, FlatParameters
 
 # Image batches: bound the rows of one value forward pass (B+K frames of 84x84x4 as float32
 # would need gigabytes at once).
@@ -173,7 +174,9 @@ class PPOLearner:
         device: str | torch.device = "cpu",
         rank: int = 0,
         world_size: int = 1,
+        hand_grad: bool = True,
     ) -> None:
+        """hand_grad=False keeps autograd even where the hand-written step applies (tests)."""
         torch.set_num_threads(config.torch_num_threads)
         self.config = config
         self.device = torch.device(device)
@@ -192,9 +195,18 @@ class PPOLearner:
             )
         self._image_obs = len(observation_space.shape) == 3
         self._staging = HostStaging(self.device)  # the batch's observations, kept across updates
-        self.optimizer = EagerAdam(
-            self.module.parameters(), lr=config.lr, eps=_ADAM_EPS, fused=True
-        )
+        # Small MLPs on a CPU: the same gradients and the same Adam without autograd's and the
+        # optimizer's per-operation and per-tensor overhead.
+        self._flat: FlatParameters | None = None
+        self._hand_step: HandGradStep | None = None
+        if hand_grad and HandGradStep.supports(self.module, config, self.device, world_size):
+            self._flat = FlatParameters(list(self.module.parameters()))
+            self._hand_step = HandGradStep(self.module, config)
+            self.optimizer: EagerAdam = FlatAdam(self._flat, lr=config.lr, eps=_ADAM_EPS)
+        else:
+            self.optimizer = EagerAdam(
+                self.module.parameters(), lr=config.lr, eps=_ADAM_EPS, fused=True
+            )
         self.kl_coeff = config.kl_coeff
         self.num_updates = 0
         self.num_steps_trained = 0
@@ -272,7 +284,6 @@ class PPOLearner:
     def _sgd(self, batch: TrainBatch) -> torch.Tensor:
         """num_epochs passes of shuffled minibatches; returns per-stat sums over all steps."""
         cfg = self.config
-        dist_fns = self.module.dist
         params = list(self.module.parameters())
         max_norm = cfg.grad_clip if cfg.grad_clip is not None else float("inf")
         sums = torch.zeros(6, device=self.device)  # stays on the device: no sync per step
@@ -295,20 +306,32 @@ class PPOLearner:
                     for idx in perm[: sum(sizes)].split(sizes)
                 ]
             for mb in minibatches:
-                with self._autocast():
-                    dist_inputs, values = self._train_module(mb.obs)
-                out = dist_inputs.float(), values.float()  # log-probs and losses in fp32
-                policy_loss, vf_loss, entropy, kl, clip_fraction = ppo_losses(
-                    out, mb, cfg, dist_fns, self.kl_coeff
-                )
-                loss = total_loss(policy_loss, vf_loss, entropy, kl, cfg, self.kl_coeff)
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                grad_norm = nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
+                losses = self._gradients(mb)  # [5], the gradients left in param.grad
+                if self._flat is not None:
+                    grad_norm = self._flat.clip_grad_norm_(max_norm)
+                else:
+                    grad_norm = nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
                 self.optimizer.step()
-                stats = [policy_loss, vf_loss, entropy, kl, clip_fraction, grad_norm]
-                sums += torch.stack(stats).detach()
+                sums[:5] += losses
+                sums[5] += grad_norm
         return sums
+
+    def _gradients(self, mb: TrainBatch) -> torch.Tensor:
+        """Leave the PPO loss's gradients in param.grad; (policy_loss, vf_loss, entropy, kl,
+        clip_fraction) of the minibatch as a [5] tensor."""
+        if self._hand_step is not None:
+            return self._hand_step.step(mb)
+        cfg = self.config
+        with self._autocast():
+            dist_inputs, values = self._train_module(mb.obs)
+        out = dist_inputs.float(), values.float()  # log-probs and losses in fp32
+        policy_loss, vf_loss, entropy, kl, clip_fraction = ppo_losses(
+            out, mb, cfg, self.module.dist, self.kl_coeff
+        )
+        loss = total_loss(policy_loss, vf_loss, entropy, kl, cfg, self.kl_coeff)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        return torch.stack([policy_loss, vf_loss, entropy, kl, clip_fraction]).detach()
 
     # --- weights and state ---------------------------------------------------------------------
     def get_inference_weights(self) -> dict[str, np.ndarray]:

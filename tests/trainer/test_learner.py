@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.batch import build_train_batch
+from trainer.batch import TrainBatch, build_train_batch
 from trainer.config import ModelConfig, PPOConfig
 from trainer.episode import EpisodeChunk
 from trainer.learner import PPOLearner
@@ -196,13 +196,16 @@ def test_tiny_batch_still_takes_every_minibatch_step() -> None:
 
 
 def _minibatch_rows(learner: PPOLearner, chunks: list[EpisodeChunk]) -> list[int]:
-    """Rows of every minibatch forward pass of one update."""
+    """Rows of every minibatch gradient step of one update."""
     rows: list[int] = []
-    hook = learner.module.register_forward_pre_hook(lambda _m, args: rows.append(len(args[0])))
-    try:
-        learner.update(chunks, env_steps=0)
-    finally:
-        hook.remove()
+    gradients = learner._gradients
+
+    def recording(mb: TrainBatch) -> torch.Tensor:
+        rows.append(len(mb))
+        return gradients(mb)
+
+    learner._gradients = recording  # type: ignore[method-assign]
+    learner.update(chunks, env_steps=0)
     return rows
 
 

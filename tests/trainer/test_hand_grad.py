@@ -1,0 +1,222 @@
+"""The hand-written PPO step computes autograd's gradients; FlatAdam is torch's Adam.
+
+Each case builds two Learners from one seed (same initial weights), one on the hand-written
+path and one on autograd, and compares every parameter's gradient and every reported loss on a
+minibatch whose ratios and value errors straddle their clip ranges (so each branch of the
+clipped objectives carries rows).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from trainer.batch import TrainBatch
+from trainer.config import ModelConfig, PPOConfig
+from trainer.learner import PPOLearner
+from trainer.module import _FAST_TANH_MIN_NUMEL
+from trainer.optim import EagerAdam, FlatAdam, FlatParameters
+
+OBS = gym.spaces.Box(-1.0, 1.0, (5,), np.float32)
+ACTIONS = {
+    "categorical": gym.spaces.Discrete(4),
+    "gaussian": gym.spaces.Box(-1.0, 1.0, (3,), np.float32),
+    "gsde": gym.spaces.Box(-1.0, 1.0, (3,), np.float32),
+}
+HIDDEN = (16, 16)
+LARGE_ROWS = _FAST_TANH_MIN_NUMEL // HIDDEN[0] + 8  # tanh as 2 sigmoid(2x) - 1 on these rows
+
+
+def _config(
+    dist: str, activation: str, shared: bool, vf_clip: float | None, ent: float
+) -> PPOConfig:
+    return PPOConfig(
+        seed=3,
+        train_batch_size_per_learner=256,
+        minibatch_size=64,
+        num_epochs=2,
+        clip_param=0.2,
+        vf_clip_param=vf_clip,
+        entropy_coeff=ent,
+        vf_loss_coeff=0.7,
+        grad_clip=0.5,
+        model=ModelConfig(
+            hidden_sizes=HIDDEN,
+            activation=activation,
+            vf_share_layers=shared,
+            use_sde=dist == "gsde",
+            log_std_init=-0.5,
+        ),
+    )
+
+
+def _learners(config: PPOConfig, dist: str) -> tuple[PPOLearner, PPOLearner]:
+    hand = PPOLearner(config, OBS, ACTIONS[dist])
+    auto = PPOLearner(config, OBS, ACTIONS[dist], hand_grad=False)
+    assert hand._hand_step is not None and auto._hand_step is None
+    return hand, auto
+
+
+def _minibatch(learner: PPOLearner, rows: int, seed: int) -> TrainBatch:
+    """Sampled actions, then old log-probs and old values moved off the current ones, so that
+    some ratios leave [0.8, 1.2] and some value changes leave [-c, c]."""
+    g = torch.Generator().manual_seed(seed)
+    obs = torch.randn(rows, *OBS.shape, generator=g)
+    torch.manual_seed(seed)
+    actions, logp, dist_inputs = learner.module.sample(obs)
+    with torch.no_grad():
+        values = learner.module.values(obs)
+    return TrainBatch(
+        obs=obs,
+        actions=actions,
+        logp=logp + 0.4 * torch.randn(rows, generator=g),
+        dist_inputs=dist_inputs + 0.1 * torch.randn(dist_inputs.shape, generator=g),
+        advantages=torch.randn(rows, generator=g),
+        value_targets=values + torch.randn(rows, generator=g),
+        values=values + 0.3 * torch.randn(rows, generator=g),
+    )
+
+
+CASES = list(
+    itertools.product(
+        ("categorical", "gaussian", "gsde"),
+        ("tanh", "relu"),
+        (False, True),
+        (None, 0.2),
+        (0.0, 0.01),
+    )
+)
+
+
+@pytest.mark.parametrize(("dist", "activation", "shared", "vf_clip", "ent"), CASES)
+def test_gradients_and_losses_match_autograd(
+    dist: str, activation: str, shared: bool, vf_clip: float | None, ent: float
+) -> None:
+    hand, auto = _learners(_config(dist, activation, shared, vf_clip, ent), dist)
+    for rows in (64, LARGE_ROWS):
+        mb = _minibatch(auto, rows, seed=rows)
+        losses_hand = hand._gradients(mb)
+        losses_auto = auto._gradients(mb)
+        torch.testing.assert_close(losses_hand, losses_auto, rtol=1e-5, atol=1e-6)
+        assert 0.05 < losses_hand[4] < 0.95  # clipped and unclipped rows both present
+        for (name, p_hand), p_auto in zip(
+            hand.module.named_parameters(), auto.module.parameters(), strict=True
+        ):
+            assert p_hand.grad is not None and p_auto.grad is not None
+            assert p_auto.grad.abs().sum() > 0, name
+            torch.testing.assert_close(p_hand.grad, p_auto.grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("dist", ["categorical", "gsde"])
+def test_whole_sgd_phases_track_autograd(dist: str) -> None:
+    """Two epochs of 4 minibatches (clipping, Adam) leave both Learners' weights together."""
+    hand, auto = _learners(_config(dist, "tanh", False, 0.2, 0.01), dist)
+    batch = _minibatch(auto, 256, seed=7)
+    sums_hand, sums_auto = hand._sgd(batch), auto._sgd(batch)
+    torch.testing.assert_close(sums_hand, sums_auto, rtol=1e-4, atol=1e-5)
+    for p_hand, p_auto in zip(hand.module.parameters(), auto.module.parameters(), strict=True):
+        torch.testing.assert_close(p_hand, p_auto, rtol=1e-4, atol=1e-5)
+
+
+def test_paths_are_chosen_by_what_the_hand_step_covers() -> None:
+    base = _config("categorical", "tanh", False, None, 0.0)
+    assert PPOLearner(base, OBS, ACTIONS["categorical"])._hand_step is not None
+    kl = base.model_copy(update={"kl_coeff": 0.2})
+    assert PPOLearner(kl, OBS, ACTIONS["categorical"])._hand_step is None
+    bf16 = base.model_copy(update={"learner_precision": "bf16"})
+    assert PPOLearner(bf16, OBS, ACTIONS["categorical"])._hand_step is None
+
+
+# --- FlatParameters and FlatAdam -------------------------------------------------------------
+
+
+def _net(seed: int) -> torch.nn.Sequential:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+
+
+def _grads(net: torch.nn.Module, step: int) -> None:
+    """Deterministic pseudo-gradients written in place (the flat buffer's views stay)."""
+    for i, p in enumerate(net.parameters()):
+        g = torch.Generator().manual_seed(100 * step + i)
+        assert p.grad is not None
+        p.grad.copy_(torch.randn(p.shape, generator=g))
+
+
+def _flat(seed: int) -> tuple[torch.nn.Sequential, FlatAdam]:
+    net = _net(seed)
+    return net, FlatAdam(FlatParameters(list(net.parameters())), lr=1e-2, eps=1e-5)
+
+
+def _torch(seed: int) -> tuple[torch.nn.Sequential, EagerAdam]:
+    net = _net(seed)
+    for p in net.parameters():
+        p.grad = torch.zeros_like(p)
+    return net, EagerAdam(net.parameters(), lr=1e-2, eps=1e-5)
+
+
+def test_flat_parameters_keep_values_and_share_storage() -> None:
+    net, reference = _net(0), _net(0)
+    flat = FlatParameters(list(net.parameters()))
+    for p, q in zip(net.parameters(), reference.parameters(), strict=True):
+        assert torch.equal(p, q)
+        assert p.untyped_storage().data_ptr() == flat.data.untyped_storage().data_ptr()
+        assert p.grad is not None
+        assert p.grad.untyped_storage().data_ptr() == flat.grad.untyped_storage().data_ptr()
+    net.load_state_dict(_net(1).state_dict())  # in place: the views survive
+    assert torch.equal(flat.data[: net[0].weight.numel()], _net(1)[0].weight.reshape(-1))
+
+
+def test_flat_clip_matches_clip_grad_norm() -> None:
+    net_a, opt_a = _flat(0)
+    net_b, _ = _torch(0)
+    _grads(net_a, 1)
+    _grads(net_b, 1)
+    flat = opt_a.flat
+    norm_b = torch.nn.utils.clip_grad_norm_(list(net_b.parameters()), 0.5)
+    norm_a = flat.clip_grad_norm_(0.5)
+    torch.testing.assert_close(norm_a, norm_b)
+    torch.testing.assert_close(
+        flat.grad, torch.cat([p.grad.reshape(-1) for p in net_b.parameters()])
+    )
+
+
+def test_flat_adam_updates_like_torch_adam_and_shares_its_state_dict() -> None:
+    net_a, opt_a = _flat(0)
+    net_b, opt_b = _torch(0)
+    for step in range(5):
+        _grads(net_a, step)
+        _grads(net_b, step)
+        opt_a.step()
+        opt_b.step()
+    for pa, pb in zip(net_a.parameters(), net_b.parameters(), strict=True):
+        torch.testing.assert_close(pa, pb, rtol=1e-6, atol=1e-7)
+    # Copies, as a checkpoint holds them (state_dict() hands out the live state tensors).
+    state_a, state_b = copy.deepcopy(opt_a.state_dict()), copy.deepcopy(opt_b.state_dict())
+    assert state_a["param_groups"][0]["params"] == state_b["param_groups"][0]["params"]
+    for i, s in state_b["state"].items():
+        assert float(state_a["state"][i]["step"]) == float(s["step"]) == 5.0
+        torch.testing.assert_close(state_a["state"][i]["exp_avg"], s["exp_avg"])
+        torch.testing.assert_close(state_a["state"][i]["exp_avg_sq"], s["exp_avg_sq"])
+
+    # Cross-loading: each continues from the other's state exactly as it would from its own.
+    net_c, opt_c = _flat(0)
+    net_c.load_state_dict(net_b.state_dict())
+    opt_c.load_state_dict(state_b)
+    net_d, opt_d = _torch(0)
+    net_d.load_state_dict(net_a.state_dict())
+    opt_d.load_state_dict(state_a)
+    for net, opt in ((net_a, opt_a), (net_b, opt_b), (net_c, opt_c), (net_d, opt_d)):
+        _grads(net, 9)
+        opt.step()
+    for pa, pb, pc, pd in zip(
+        net_a.parameters(), net_b.parameters(), net_c.parameters(), net_d.parameters(), strict=True
+    ):
+        torch.testing.assert_close(pc, pb, rtol=1e-6, atol=1e-7)
+        torch.testing.assert_close(pd, pa, rtol=1e-6, atol=1e-7)
+    assert float(opt_c.state_dict()["state"][0]["step"]) == 6.0
