@@ -35,6 +35,7 @@ Axes: M minibatch rows, H hidden units, n logits, K action dims.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -42,7 +43,7 @@ from torch import nn
 from trainer import distributions
 from trainer.batch import TrainBatch
 from trainer.config import PPOConfig
-from trainer.module import _FAST_TANH_MIN_NUMEL, _SDE_EPS, MLPEncoder, PPOModule
+from trainer.module import _SDE_EPS, MLPEncoder, PPOModule
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _Layer = tuple[torch.Tensor, torch.Tensor]  # (weight [out, in], bias [out])
@@ -50,6 +51,16 @@ _Layer = tuple[torch.Tensor, torch.Tensor]  # (weight [out, in], bias [out])
 
 def _linears(encoder: MLPEncoder) -> list[_Layer]:
     return [(m.weight, m.bias) for m in encoder.net if isinstance(m, nn.Linear)]
+
+
+@dataclass(frozen=True)
+class _Scales:
+    """The per-row factors of a minibatch of M rows, as 0-d tensors (and one [5])."""
+
+    inv_m: torch.Tensor  # 1 / M
+    value: torch.Tensor  # 2 vf_loss_coeff / M: dL/dV = value * (V - target)
+    entropy: torch.Tensor  # entropy_coeff / M
+    means: torch.Tensor  # [5]: the step's sums -> (policy_loss, vf_loss, entropy, kl, clip_frac)
 
 
 class HandGradStep:
@@ -86,23 +97,26 @@ class HandGradStep:
         self.pi_head: _Layer = (module.pi_head.weight, module.pi_head.bias)
         self.vf_head: _Layer = (module.vf_head.weight, module.vf_head.bias)
         self.log_std = module.log_std
+        # In-place arithmetic with a Python number wraps it in a tensor and converts it on every
+        # call (~2 us each, a tenth of the step): constants are 0-d tensors, made once.
+        self._zero, self._one, self._two = torch.tensor(0.0), torch.tensor(1.0), torch.tensor(2.0)
+        self._scales: dict[int, _Scales] = {}
         for p in module.parameters():  # written in place every step, never reallocated
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
 
     # --- forward and backward of the encoders ------------------------------------------------
-    def _activate(self, z: torch.Tensor) -> torch.Tensor:
-        if self.relu:
-            return z.relu_()
-        if z.numel() >= _FAST_TANH_MIN_NUMEL:  # the module's Tanh: 2 sigmoid(2x) - 1 when large
-            return torch.sigmoid(z.mul_(2.0)).mul_(2.0).sub_(1.0)
-        return z.tanh_()
-
     def _encode(self, layers: list[_Layer], x: torch.Tensor) -> list[torch.Tensor]:
         """[M, in] -> the input and every layer's activation (the last is the embedding)."""
         hs = [x]
         for w, b in layers:
-            hs.append(self._activate(torch.addmm(b, hs[-1], w.t())))
+            if self.relu:
+                hs.append(torch.addmm(b, hs[-1], w.t()).relu_())
+            else:
+                # tanh(z) = 2 sigmoid(2z) - 1 (the module's Tanh on large batches): torch's CPU
+                # tanh is ~4x its sigmoid, and addmm's alpha and beta give 2z for free.
+                z2 = torch.addmm(b, hs[-1], w.t(), beta=2.0, alpha=2.0)
+                hs.append(z2.sigmoid_().mul_(self._two).sub_(self._one))
         return hs
 
     def _backward(self, layers: list[_Layer], hs: list[torch.Tensor], dh: torch.Tensor) -> None:
@@ -123,94 +137,111 @@ class HandGradStep:
     def step(self, mb: TrainBatch) -> torch.Tensor:
         cfg = self.config
         m = len(mb)
-        obs = mb.obs.to(torch.float32)
+        inv_m = 1.0 / m
+        scales = self._scales.get(m) or self._scales_for(m)
+        obs = mb.obs if mb.obs.dtype == torch.float32 else mb.obs.float()
         pi_hs = self._encode(self.pi_layers, obs)
         vf_hs = pi_hs if self.vf_layers is None else self._encode(self.vf_layers, obs)
         emb, vf_emb = pi_hs[-1], vf_hs[-1]  # [M, H]
-        out = torch.addmm(self.pi_head[1], emb, self.pi_head[0].t())  # [M, n] or [M, K]
-        values = torch.addmm(self.vf_head[1], vf_emb, self.vf_head[0].t()).squeeze(-1)  # [M]
+        w_pi, b_pi = self.pi_head
+        w_vf, b_vf = self.vf_head
+        out = torch.addmm(b_pi, emb, w_pi.t())  # [M, n] logits or [M, K] means
+        values = torch.addmm(b_vf, vf_emb, w_vf.t()).squeeze(-1)  # [M]
 
         # Policy: log-probs, then the clipped surrogate and its derivative per row.
         if self.categorical:
             logp_all = torch.log_softmax(out, dim=-1)  # [M, n]
             probs = logp_all.exp()
-            logp = logp_all.gather(-1, mb.actions.long().unsqueeze(-1)).squeeze(-1)  # [M]
+            actions = mb.actions.long().unsqueeze(-1)  # [M, 1]
+            logp = logp_all.gather(-1, actions).squeeze(-1)  # [M]
         else:
-            log_std, var = self._gaussian_log_std(emb, out)  # [M, K] (or [K]), [M, K] or None
+            log_std, var = self._gaussian_log_std(emb)  # [K] or [M, K]; gSDE's variance
             inv_std = torch.exp(-log_std)
             z = (mb.actions - out) * inv_std  # [M, K]
             logp = (-0.5 * z.square() - log_std).sum(-1) - 0.5 * _LOG_2PI * out.shape[-1]
         ratio = torch.exp(logp - mb.logp)  # [M]
         adv = mb.advantages
         clip = cfg.clip_param
+        ratio_clipped = ratio.clamp(1.0 - clip, 1.0 + clip)
         surrogate = adv * ratio
-        clipped = adv * ratio.clamp(1.0 - clip, 1.0 + clip)
-        policy_loss = -torch.minimum(surrogate, clipped).mean()
-        g = surrogate.mul_(surrogate <= clipped).mul_(-1.0 / m)  # dL/dlogp [M]
-        clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
+        clipped = adv * ratio_clipped
+        unclipped = surrogate <= clipped  # where min() takes (the gradient of) the surrogate
+        objective_sum = torch.where(unclipped, surrogate, clipped).sum()
+        neg_g = torch.where(unclipped, surrogate, self._zero).mul_(scales.inv_m)  # -dL/dlogp
+        clipped_sum = (ratio_clipped != ratio).sum(dtype=torch.float32)
 
         ent_coef = cfg.entropy_coeff
         if self.categorical:
-            entropy_rows = -(probs * logp_all).sum(-1)  # [M]
-            dout = probs * (-g).unsqueeze(-1)  # g * (onehot - p)
-            dout.scatter_add_(-1, mb.actions.long().unsqueeze(-1), g.unsqueeze(-1))
-            if ent_coef > 0.0:
-                dout += (logp_all + entropy_rows.unsqueeze(-1)).mul_(probs).mul_(ent_coef / m)
+            plogp = probs * logp_all  # [M, n]
+            neg_entropy_sum = plogp.sum()
+            dout = probs * neg_g.unsqueeze(-1)  # dL/dlogits = g (onehot - p)
+            dout.scatter_add_(-1, actions, neg_g.neg().unsqueeze(-1))
+            if ent_coef > 0.0:  # -c dH/dlogits / M = c p (log p + H) / M
+                neg_entropy = plogp.sum(-1, keepdim=True)  # [M, 1]
+                dout.add_(plogp.sub_(probs * neg_entropy), alpha=ent_coef * inv_m)
             old_logp_all = torch.log_softmax(mb.dist_inputs, dim=-1)
-            kl = (old_logp_all.exp() * (old_logp_all - logp_all)).sum(-1).mean()
-            entropy = entropy_rows.mean()
+            kl_sum = (old_logp_all.exp() * (old_logp_all - logp_all)).sum()
         else:
-            gk = g.unsqueeze(-1)
-            dout = z * inv_std * gk  # dL/dmean [M, K]
-            dlog_std = (z.square() - 1.0).mul_(gk)  # dL/dlog_std per row [M, K]
+            neg_gk = neg_g.unsqueeze(-1)
+            dout = (z * inv_std).mul_(neg_gk).neg_()  # dL/dmean [M, K]
+            dlog_std = (1.0 - z.square()).mul_(neg_gk)  # dL/dlog_std per row [M, K]
             if ent_coef > 0.0:
-                dlog_std -= ent_coef / m
+                dlog_std.sub_(scales.entropy)
             self._log_std_grad(emb, dlog_std, var)
-            new_inputs = torch.cat([out, log_std.expand_as(out)], dim=-1)
-            kl = distributions.DiagGaussian.kl(mb.dist_inputs, new_inputs).mean()
-            entropy = (
-                log_std.expand_as(out).sum(-1) + 0.5 * (_LOG_2PI + 1.0) * out.shape[-1]
-            ).mean()
+            log_std_rows = log_std.expand_as(out)
+            neg_entropy_sum = -(log_std_rows.sum() + 0.5 * (_LOG_2PI + 1.0) * out.numel())
+            new_inputs = torch.cat([out, log_std_rows], dim=-1)
+            kl_sum = distributions.DiagGaussian.kl(mb.dist_inputs, new_inputs).sum()
 
         # Value loss and its derivative per row.
         err = values - mb.value_targets
-        vf_err = err.square()
-        dv = err * 2.0
-        if cfg.vf_clip_param is not None:
+        if cfg.vf_clip_param is None:
+            vf_sum = torch.dot(err, err)
+            dv = err.mul_(scales.value)
+        else:
             c = cfg.vf_clip_param
             delta = values - mb.values
-            inside = delta.abs() <= c
             err_c = mb.values + delta.clamp(-c, c) - mb.value_targets
-            vf_err_c = err_c.square()
-            dv_c = err_c.mul_(inside).mul_(2.0)
+            vf_err, vf_err_c = err.square(), err_c.square()
+            dv_c = err_c.mul_(delta.abs() <= c)
             # torch.maximum: the larger side's gradient, half of each on a tie.
             dv = torch.where(
-                vf_err > vf_err_c, dv, torch.where(vf_err < vf_err_c, dv_c, 0.5 * (dv + dv_c))
-            )
-            vf_err = torch.maximum(vf_err, vf_err_c)
-        vf_loss = vf_err.mean()
-        dv = dv.mul_(cfg.vf_loss_coeff / m).unsqueeze(-1)  # [M, 1]
+                vf_err > vf_err_c, err, torch.where(vf_err < vf_err_c, dv_c, 0.5 * (err + dv_c))
+            ).mul_(scales.value)
+            vf_sum = torch.maximum(vf_err, vf_err_c).sum()
 
         # Heads, then the encoders (one pass through a shared encoder with both gradients).
-        w_pi, b_pi = self.pi_head
         torch.mm(dout.t(), emb, out=w_pi.grad)
         torch.sum(dout, 0, out=b_pi.grad)
         d_emb = torch.mm(dout, w_pi)  # [M, H]
-        w_vf, b_vf = self.vf_head
-        torch.mm(dv.t(), vf_emb, out=w_vf.grad)
-        torch.sum(dv, 0, out=b_vf.grad)
-        d_vf_emb = torch.mm(dv, w_vf)  # [M, H]
+        dv_col = dv.unsqueeze(-1)  # [M, 1]
+        torch.mm(dv.unsqueeze(0), vf_emb, out=w_vf.grad)
+        torch.sum(dv_col, 0, out=b_vf.grad)
+        d_vf_emb = dv_col * w_vf  # [M, H]
         if self.vf_layers is None:
             self._backward(self.pi_layers, pi_hs, d_emb.add_(d_vf_emb))
         else:
             self._backward(self.pi_layers, pi_hs, d_emb)
             self._backward(self.vf_layers, vf_hs, d_vf_emb)
-        return torch.stack([policy_loss, vf_loss, entropy, kl, clip_fraction])
+        sums = torch.stack([objective_sum, vf_sum, neg_entropy_sum, kl_sum, clipped_sum])
+        return sums.mul_(scales.means)
+
+    def _scales_for(self, m: int) -> _Scales:
+        cfg = self.config
+        signs = torch.tensor([-1.0, 1.0, -1.0, 1.0, 1.0])  # -objective, vf, -(-entropy), kl, clip
+        scales = _Scales(
+            inv_m=torch.tensor(1.0 / m),
+            value=torch.tensor(2.0 * cfg.vf_loss_coeff / m),
+            entropy=torch.tensor(cfg.entropy_coeff / m),
+            means=signs / m,
+        )
+        if len(self._scales) >= 8:  # an epoch has two sizes; the last one varies by update
+            self._scales.clear()
+        self._scales[m] = scales
+        return scales
 
     # --- the Gaussian's log-std ----------------------------------------------------------------
-    def _gaussian_log_std(
-        self, emb: torch.Tensor, out: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _gaussian_log_std(self, emb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The log-std the module's dist_inputs carry: the parameter itself [K], or with gSDE
         0.5 log(emb^2 @ std^2 + eps) per row [M, K] (and that variance, for the backward)."""
         assert self.log_std is not None
