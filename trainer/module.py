@@ -23,6 +23,7 @@ from collections.abc import Mapping
 import gymnasium as gym
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from trainer import distributions
@@ -100,11 +101,19 @@ class MLPEncoder(nn.Module):
                 _ACTIVATIONS[model.activation](),
             ]
             width = h
-        self.net = nn.Sequential(*layers)
+        self.net = nn.Sequential(*layers)  # the state dict's layout ("net.0.weight", ...)
         self.out_dim = width
+        self._linears = [m for m in layers if isinstance(m, nn.Linear)]
+        self._activation = layers[1] if layers else None
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.net(obs.to(torch.float32))
+        # The layers called directly, not through nn.Sequential: each Module call costs a few
+        # microseconds, as much as the layer's own work on a 16-row inference batch.
+        x = obs if obs.dtype == torch.float32 else obs.to(torch.float32)
+        act = self._activation
+        for linear in self._linears:
+            x = act.forward(F.linear(x, linear.weight, linear.bias))  # type: ignore[union-attr]
+        return x
 
 
 class CNNEncoder(nn.Module):
