@@ -91,7 +91,9 @@ class FlatAdam(EagerAdam):
     """
 
     def __init__(self, flat: FlatParameters, *, lr: float, eps: float) -> None:
-        super().__init__(flat.params, lr=lr, eps=eps)
+        # fused=True as the autograd path's Adam: its param_groups (and so a checkpoint's) are the
+        # same, and the kernel below is the one that setting runs.
+        super().__init__(flat.params, lr=lr, eps=eps, fused=True)
         self.flat = flat
         self._exp_avg = torch.zeros_like(flat.data)
         self._exp_avg_sq = torch.zeros_like(flat.data)
