@@ -130,6 +130,9 @@ def test_paths_are_chosen_by_what_the_hand_step_covers() -> None:
     assert PPOLearner(kl, OBS, ACTIONS["categorical"])._hand_step is None
     bf16 = base.model_copy(update={"learner_precision": "bf16"})
     assert PPOLearner(bf16, OBS, ACTIONS["categorical"])._hand_step is None
+    images = gym.spaces.Box(0, 255, (36, 36, 1), np.uint8)
+    cnn = PPOLearner(base, images, ACTIONS["categorical"])
+    assert cnn._hand_step is None and not isinstance(cnn.optimizer, FlatAdam)
 
 
 # --- FlatParameters and FlatAdam -------------------------------------------------------------
