@@ -350,7 +350,15 @@ class PPOConfig(_Frozen):
         default=0.5, gt=0.0, description="Max global gradient norm; null disables clipping."
     )
     normalize_advantages: bool = Field(
-        default=True, description="Standardise advantages over each Learner's batch."
+        default=True,
+        description="Standardise advantages (over what: normalize_advantages_over).",
+    )
+    normalize_advantages_over: Literal["batch", "minibatch"] = Field(
+        default="batch",
+        description=(
+            "Standardise over each Learner's whole batch once (RLlib), or over every minibatch "
+            "as it is drawn (SB3, CleanRL: each minibatch's advantages get mean 0 and std 1)."
+        ),
     )
     normalize_observations: bool = Field(
         default=False,

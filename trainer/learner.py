@@ -96,6 +96,16 @@ def minibatch_sizes(n: int, minibatch_size: int, num_minibatches: int) -> list[i
     return [rows // num_minibatches + (i < rows % num_minibatches) for i in range(num_minibatches)]
 
 
+def standardized_advantages(mb: TrainBatch) -> TrainBatch:
+    """The minibatch with its advantages standardised as SB3's and CleanRL's PPO do per
+    minibatch: (A - mean) / (std + 1e-8), torch's unbiased std; one row is left as is (SB3's
+    guard, its issue #325)."""
+    adv = mb.advantages
+    if len(adv) < 2:
+        return mb
+    return dataclasses.replace(mb, advantages=(adv - adv.mean()) / (adv.std() + 1e-8))
+
+
 def adapt_kl_coeff(kl_coeff: float, kl: float, kl_target: float) -> float:
     """RLlib's adaptive KL rule; 0 stays 0 (penalty disabled)."""
     if kl > 2.0 * kl_target:
@@ -224,7 +234,8 @@ class PPOLearner:
             self._values,
             gamma=cfg.gamma,
             lam=cfg.gae_lambda,
-            normalize_advantages=cfg.normalize_advantages,
+            normalize_advantages=cfg.normalize_advantages
+            and cfg.normalize_advantages_over == "batch",
             device=self.device,
             value_rows_per_pass=_IMAGE_VALUE_ROWS if self._image_obs else None,
             staging=self._staging,
@@ -294,6 +305,9 @@ class PPOLearner:
         # One minibatch of exactly the whole batch: its loss is a mean over all rows, so the
         # shuffle cannot change it; skip the gathers (seven copies of the batch per epoch).
         whole = sizes == [n]
+        per_minibatch = cfg.normalize_advantages and cfg.normalize_advantages_over == "minibatch"
+        if whole and per_minibatch:  # the one minibatch is the batch: standardise it once
+            batch = standardized_advantages(batch)
         for _ in range(cfg.num_epochs):
             if whole:
                 minibatches = [batch]
@@ -305,6 +319,8 @@ class PPOLearner:
                     TrainBatch(*(t.index_select(0, idx) for t in columns))
                     for idx in perm[: sum(sizes)].split(sizes)
                 ]
+                if per_minibatch:
+                    minibatches = [standardized_advantages(mb) for mb in minibatches]
             for mb in minibatches:
                 losses = self._gradients(mb)  # [5], the gradients left in param.grad
                 if self._flat is not None:

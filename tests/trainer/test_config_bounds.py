@@ -49,6 +49,7 @@ def error_fields(raw: dict[str, Any]) -> set[str]:
         ({"model": {"log_std_init": 3.0}}, "model.log_std_init"),
         ({"model": {"log_std_init": -11.0}}, "model.log_std_init"),
         ({"model": {"ortho_init": "sometimes"}}, "model.ortho_init"),
+        ({"normalize_advantages_over": "epoch"}, "normalize_advantages_over"),
     ],
 )
 def test_sizes_beyond_their_bound_are_refused_by_name(raw: dict[str, Any], field: str) -> None:

@@ -313,3 +313,49 @@ def test_image_observations_update_with_a_split_value_pass(monkeypatch) -> None:
     assert stats.num_steps_trained == 64 and math.isfinite(stats.vf_loss)
     after = learner.get_inference_weights()
     assert any(not np.array_equal(before[k], after[k]) for k in before)
+
+
+def _minibatch_advantages(learner: PPOLearner, chunks: list[EpisodeChunk]) -> list[torch.Tensor]:
+    """The advantages every minibatch gradient step of one update saw."""
+    seen: list[torch.Tensor] = []
+    gradients = learner._gradients
+
+    def recording(mb: TrainBatch) -> torch.Tensor:
+        seen.append(mb.advantages.clone())
+        return gradients(mb)
+
+    learner._gradients = recording  # type: ignore[method-assign]
+    learner.update(chunks, env_steps=0)
+    return seen
+
+
+@pytest.mark.parametrize("minibatch", [100, 1000])
+def test_advantages_standardised_per_minibatch_as_sb3(minibatch: int) -> None:
+    cfg = _config(
+        train_batch_size_per_learner=1000,
+        minibatch_size=minibatch,
+        num_epochs=2,
+        normalize_advantages_over="minibatch",
+    )
+    chunks = make_chunks(None, np.random.default_rng(8), num_chunks=10, length=100)
+    seen = _minibatch_advantages(PPOLearner(cfg, OBS, DISCRETE), chunks)
+    assert len(seen) == 2 * (1000 // minibatch)
+    for adv in seen:
+        assert abs(adv.mean().item()) < 1e-5
+        assert adv.std().item() == pytest.approx(1.0, abs=1e-4)  # unbiased, as torch's in SB3
+
+
+def test_advantages_standardised_over_the_batch_by_default() -> None:
+    cfg = _config(train_batch_size_per_learner=1000, minibatch_size=100, num_epochs=1)
+    assert cfg.normalize_advantages_over == "batch"
+    chunks = make_chunks(None, np.random.default_rng(8), num_chunks=10, length=100)
+    seen = _minibatch_advantages(PPOLearner(cfg, OBS, DISCRETE), chunks)
+    whole = torch.cat(seen)
+    assert abs(whole.mean().item()) < 1e-5
+    assert whole.std(unbiased=False).item() == pytest.approx(1.0, abs=1e-4)
+    assert max(abs(adv.mean().item()) for adv in seen) > 0.01  # minibatches are left as drawn
+
+
+def test_unknown_normalisation_scope_is_rejected_by_name() -> None:
+    with pytest.raises(ValueError, match="normalize_advantages_over"):
+        _config(normalize_advantages_over="epoch")
