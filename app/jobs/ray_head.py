@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import os
 import pwd
 import shutil
@@ -26,6 +27,8 @@ from typing import Any
 import httpx
 
 from trainer.wire import RAY_ENV
+
+log = logging.getLogger(__name__)
 
 # What a local head (so every Ray worker and job driver it starts, where user code runs) may
 # inherit of the service's environment: an allowlist, not a denylist, so a credential the
@@ -268,6 +271,10 @@ class LocalRayHead:
             **RAY_ENV,
             "AUTOSCALER_METRIC_PORT": str(autoscaler_metrics),
             "DASHBOARD_METRIC_PORT": str(dash_metrics),
+            # On SIGTERM Ray first drains the node for Serve's proxies, up to 30 s by
+            # default: longer than stop()'s wait, so every Ctrl-C of the service waited 20 s
+            # and ended in SIGKILL. This head runs no Serve: tear down at once.
+            "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
         }
         if self.node_ip != "127.0.0.1":
             env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "1"  # "0" refuses other nodes
@@ -336,6 +343,7 @@ class LocalRayHead:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGTERM)
             if not self._wait_exit(timeout_s):
+                log.warning("the Ray head did not exit %.0f s after SIGTERM: killed", timeout_s)
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pgid, signal.SIGKILL)
                 self._wait_exit(5)
