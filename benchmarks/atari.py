@@ -174,14 +174,19 @@ class GpuSampler:
 
 # --- one run --------------------------------------------------------------------------------
 def run(contender: str, game: str, cmd: list[str], out: Path, seconds: float) -> Outcome:
-    """Start `cmd`, follow OUT/metrics.jsonl until it ends, return what it reached when."""
+    """Start `cmd`, follow OUT/metrics.jsonl until it ends, return what it reached when.
+
+    The process's stdout/stderr go to OUT.logs/, beside OUT: `rollout train --out` refuses a
+    directory that already holds files.
+    """
+    logs = out.with_name(out.name + ".logs")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     progress = RolloutProgress(out / "metrics.jsonl")
     outcome = Outcome(contender, game, cmd)
     first: tuple[float, int] | None = None
     with GpuSampler() as gpu:
-        proc = Run(cmd, env, REPO, out)
+        proc = Run(cmd, env, REPO, logs)
         deadline = seconds + 180  # start-up and the last iteration, then it is hung
         while not proc.exited() and proc.elapsed() < deadline:
             time.sleep(0.25)
@@ -193,7 +198,7 @@ def run(contender: str, game: str, cmd: list[str], out: Path, seconds: float) ->
         outcome.wall_s = proc.elapsed()
         _follow(progress, outcome.wall_s, outcome)
     if not ended_alone or outcome.exit_code != 0:
-        outcome.log_tail = (out / "stderr.log").read_text(errors="replace")[-3000:]
+        outcome.log_tail = (logs / "stderr.log").read_text(errors="replace")[-3000:]
     outcome.gpu_util_mean = gpu.mean()
     rows = progress.iterations
     if rows:
