@@ -82,3 +82,21 @@ def test_the_benchmark_uses_the_preset_as_rollout_train_resolves_it() -> None:
     assert config.preset == "atari" and config.env_id == "ALE/Pong-v5"
     assert config.num_envs_per_env_runner == 64 and config.clip_rewards == 1.0
     assert rollout_config("Pong", ["num_envs_per_env_runner=8"]).num_envs_per_env_runner == 8
+
+
+def test_a_real_rollout_run_on_pong_is_measured_end_to_end(tmp_path: Path) -> None:
+    """The whole script with tiny settings on the CPU: the trainer process starts, trains, and
+    its metrics come back into the summary (a run that fails at start-up ends with exit 2)."""
+    pytest.importorskip("ale_py")
+    from benchmarks.atari import main
+
+    tiny = ["num_envs_per_env_runner=4", "train_batch_size_per_learner=128", "minibatch_size=64"]
+    argv = ["--seconds", "4", "--bare-seconds", "1", "--no-docs", "--results", str(tmp_path)]
+    for item in tiny:
+        argv += ["--rollout-set", item]
+    assert main(argv) == 0
+    (summary_file,) = tmp_path.glob("*-summary.json")
+    (outcome,) = json.loads(summary_file.read_text())["games"]["Pong"]["outcomes"]
+    assert outcome["exit_code"] == 0, outcome["log_tail"]
+    assert outcome["env_steps"] >= 128  # at least one iteration
+    assert (tmp_path / outcome["metrics_file"]).stat().st_size > 0
