@@ -8,7 +8,7 @@ min/max on a common grid of ~200 points, once against env steps and once against
 Writes app/references/data/<env>.json (the ALE-style "/" in an env id becomes "__").
 
     make -C benchmarks references
-    .venv/bin/python -m benchmarks.references [--envs CartPole-v1,Acrobot-v1,Pendulum-v1,LunarLander-v3]
+    .venv/bin/python -m benchmarks.references [--envs CartPole-v1,Acrobot-v1,Pendulum-v1]
         [--seeds 0,1,2] [--points 200] [--timeout 900] [--budget Acrobot-v1=200000]
 """
 
