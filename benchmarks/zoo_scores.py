@@ -6,18 +6,25 @@ episodes with the deterministic policy, as rl-zoo's benchmark evaluates. Where t
 budget is not rl-zoo's (CartPole keeps PPOConfig's defaults, 1M steps), `--set stop.env_steps`
 gives rl-zoo's, and the table says so.
 
+With `--trainer sb3` the same row is run by Stable-Baselines3 with the rl-zoo entry the preset
+was ported from (benchmarks/peers/sb3_reference.py, in the SB3 peer venv) and scored the same way:
+where a row falls short of rl-zoo's published score, it says whether SB3 itself reaches it today
+on the same env version, or whether the gap is ours.
+
 Resumable env by env and seed by seed: every finished run is one line in RESULTS (JSON lines),
 and a run already there is not repeated (`--rerun` repeats it). After each run the table in
 docs/benchmarks.md is rewritten from every line of RESULTS.
 
     .venv/bin/python benchmarks/zoo_scores.py --envs Pendulum-v1,CartPole-v1 [--seeds 0,1,2]
-        [--results benchmarks/results/zoo_scores.jsonl] [--rerun] [--no-docs] [--list]
+        [--trainer rollout|sb3] [--results benchmarks/results/zoo_scores.jsonl] [--rerun]
+        [--no-docs] [--list]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -31,11 +38,14 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.contenders import BENCH_DIR, REPO
+from benchmarks.contenders import BENCH_DIR, PEER_SCRIPTS, PEERS_DIR, REPO
 from benchmarks.docs_section import write_section
-from trainer.resolve import resolve_config
+from trainer.resolve import resolve_config, zoo_entry
 
 ROLLOUT = REPO / ".venv" / "bin" / "rollout"
+SB3_PYTHON = PEERS_DIR / "sb3" / "bin" / "python"
+SB3_SCRIPT = PEER_SCRIPTS / "sb3_reference.py"
+TRAINERS = ("rollout", "sb3")
 RESULTS = BENCH_DIR / "results" / "zoo_scores.jsonl"
 DOCS = REPO / "docs" / "benchmarks.md"
 START, END = "<!-- zoo_scores:start -->", "<!-- zoo_scores:end -->"
@@ -87,7 +97,7 @@ def _git_commit() -> str:
 
 
 def run_one(row: ZooRow, seed: int, work: Path) -> dict[str, Any]:
-    """Train and evaluate one seed; the result line for RESULTS."""
+    """Train and evaluate one seed with Rollout; the result line for RESULTS."""
     out = work / f"{row.env_id.replace('/', '_')}-s{seed}"
     extra = budget_args(row)
     train = [str(ROLLOUT), "train", "--env", row.env_id, "--seed", str(seed), *extra]
@@ -128,20 +138,68 @@ def run_one(row: ZooRow, seed: int, work: Path) -> dict[str, Any]:
     }
 
 
+def run_sb3(row: ZooRow, seed: int, work: Path) -> dict[str, Any]:
+    """Train and evaluate one seed with SB3 and the preset's rl-zoo entry; the RESULTS line."""
+    entry = zoo_entry(row.env_id)
+    if entry is None:
+        raise RuntimeError(f"{row.env_id}: no rl-zoo entry behind its preset (trainer/presets.py)")
+    name = f"sb3-{row.env_id.replace('/', '_')}-s{seed}"
+    report, log = work / f"{name}.episodes.jsonl", work / f"{name}.log"
+    report.unlink(missing_ok=True)
+    args = ["--env", row.env_id, "--seed", str(seed), "--total-timesteps", str(row.budget)]
+    args += ["--evaluate", str(EVAL_EPISODES), "--eval-seed", str(EVAL_SEED_OFFSET + seed)]
+    cmd = [str(SB3_PYTHON), str(SB3_SCRIPT), "--entry", json.dumps(entry), *args]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "BENCH_REPORT": str(report)}
+    t0 = time.monotonic()
+    with log.open("w") as log_file:
+        done = subprocess.run(cmd, stdout=log_file, stderr=subprocess.STDOUT, cwd=REPO, env=env)
+    took = time.monotonic() - t0
+    lines = log.read_text().splitlines()
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"{SB3_SCRIPT.name} {' '.join(args)} exited {done.returncode}: {lines[-5:]}"
+        )
+    trained, scored = json.loads(lines[-2]), json.loads(lines[-1])
+    episodes = [json.loads(line) for line in report.read_text().splitlines() if line.strip()]
+    last_100 = [e["ret"] for e in episodes[-100:]]
+    return {
+        "trainer": "sb3",
+        "env_id": row.env_id,
+        "seed": seed,
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "commit": _git_commit(),
+        "command": f"sb3_reference.py --entry <{row.env_id}'s zoo entry> {' '.join(args)}",
+        "env_steps": int(trained["env_steps"]),
+        "train_s": round(took, 1),  # training and the evaluation after it, one process
+        "train_return_mean": statistics.fmean(last_100) if last_100 else None,
+        "eval_return_mean": scored["return_mean"],
+        "eval_return_std": scored["return_std"],
+        "eval_episodes": scored["episodes"],
+    }
+
+
+def trainer_of(result: dict[str, Any]) -> str:
+    return result.get("trainer", "rollout")  # lines from before --trainer are Rollout's
+
+
 def load_results(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def latest_per_run(results: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
-    """The last line for each (env, seed): a rerun replaces the earlier one."""
-    return {(r["env_id"], r["seed"]): r for r in results}
+def latest_per_run(
+    results: list[dict[str, Any]], trainer: str = "rollout"
+) -> dict[tuple[str, int], dict[str, Any]]:
+    """One trainer's last line for each (env, seed): a rerun replaces the earlier one."""
+    return {(r["env_id"], r["seed"]): r for r in results if trainer_of(r) == trainer}
 
 
 def summary_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per env of ZOO_TABLE with runs: per-seed scores, their mean, the verdict."""
+    """One row per env of ZOO_TABLE with Rollout runs: per-seed scores, their mean, the verdict,
+    and SB3's runs of the same entry where there are any."""
     runs = latest_per_run(results)
+    sb3 = latest_per_run(results, "sb3")
     rows = []
     for row in ZOO_TABLE:
         mine = sorted((r for (env, _), r in runs.items() if env == row.env_id), key=_seed)
@@ -149,6 +207,7 @@ def summary_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         scores = [r["eval_return_mean"] for r in mine]
         mean = statistics.fmean(scores)
+        peer = sorted((r for (env, _), r in sb3.items() if env == row.env_id), key=_seed)
         rows.append(
             {
                 "row": row,
@@ -158,6 +217,7 @@ def summary_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "gap": mean - row.score,
                 "train_s_median": statistics.median(r["train_s"] for r in mine),
                 "budget_flag": bool(budget_args(row)),
+                "sb3": peer,
             }
         )
     return rows
@@ -171,8 +231,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
         START,
         "| env | rl-zoo PPO | budget | seeds | Rollout (mean of seeds) | per seed (50-episode "
-        "mean ± std) | train time (median) | verdict |",
-        "|---|---|---|---|---|---|---|---|",
+        "mean ± std) | train time (median) | verdict | SB3, same entry (per seed) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for s in rows:
         row: ZooRow = s["row"]
@@ -183,16 +243,23 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         zoo = f"{row.score:g}" + ("" if row.zoo_env == row.env_id else f" ({row.zoo_env})")
         budget = f"{row.budget:,}" + (" (flag)" if s["budget_flag"] else "")
         verdict = "met" if s["met"] else f"short by {-s['gap']:.1f}"
+        peer = s.get("sb3") or []
+        sb3 = "not run"
+        if peer:
+            peer_mean = statistics.fmean(r["eval_return_mean"] for r in peer)
+            peer_seeds = "; ".join(f"s{r['seed']} {r['eval_return_mean']:.1f}" for r in peer)
+            sb3 = f"{peer_mean:.1f} ({peer_seeds})"
         lines.append(
             f"| {row.env_id} | {zoo} | {budget} | {len(s['runs'])} | {s['mean']:.1f} | "
-            f"{per_seed} | {s['train_s_median']:.0f} s | {verdict} |"
+            f"{per_seed} | {s['train_s_median']:.0f} s | {verdict} | {sb3} |"
         )
     missing = [r.env_id for r in ZOO_TABLE if r.env_id not in {s["row"].env_id for s in rows}]
     if missing:
         lines.append("")
         lines.append("Not run yet: " + ", ".join(missing) + ".")
-    dates = sorted({r["date"] for s in rows for r in s["runs"]})
-    commits = sorted({r["commit"] for s in rows for r in s["runs"]})
+    every = [r for s in rows for r in [*s["runs"], *(s.get("sb3") or [])]]
+    dates = sorted({r["date"] for r in every})
+    commits = sorted({r["commit"] for r in every})
     if dates:
         lines.append("")
         lines.append(
@@ -209,6 +276,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seeds", default="", help="comma list (default: the row's count)")
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--work", type=Path, default=BENCH_DIR / "results" / "zoo_runs")
+    parser.add_argument("--trainer", choices=TRAINERS, default="rollout")
     parser.add_argument("--rerun", action="store_true", help="repeat runs already recorded")
     parser.add_argument("--no-docs", action="store_true", help="leave docs/benchmarks.md alone")
     parser.add_argument("--list", action="store_true", help="print the table and exit")
@@ -226,24 +294,29 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print(markdown(summary_rows(load_results(args.results))))
         return 0
-    if not ROLLOUT.exists():
+    if args.trainer == "rollout" and not ROLLOUT.exists():
         print(f"missing {ROLLOUT}: run `make venv`", file=sys.stderr)
         return 2
+    if args.trainer == "sb3" and not SB3_PYTHON.exists():
+        print(f"missing {SB3_PYTHON}: run `make -C benchmarks peers`", file=sys.stderr)
+        return 2
+    run = run_one if args.trainer == "rollout" else run_sb3
     args.work.mkdir(parents=True, exist_ok=True)
     args.results.parent.mkdir(parents=True, exist_ok=True)
     for env_id in args.envs:
         row = ROWS[env_id]
         for seed in args.seeds or list(range(row.seeds)):
-            done = latest_per_run(load_results(args.results))
+            done = latest_per_run(load_results(args.results), args.trainer)
+            who = f"{env_id} seed {seed} ({args.trainer})"
             if (env_id, seed) in done and not args.rerun:
-                print(f"{env_id} seed {seed}: recorded, skipped (--rerun repeats it)")
+                print(f"{who}: recorded, skipped (--rerun repeats it)")
                 continue
-            print(f"{env_id} seed {seed}: training {row.budget:,} steps ...", flush=True)
-            result = run_one(row, seed, args.work)
+            print(f"{who}: training {row.budget:,} steps ...", flush=True)
+            result = run(row, seed, args.work)
             with args.results.open("a") as f:
                 f.write(json.dumps(result) + "\n")
             print(
-                f"{env_id} seed {seed}: {result['eval_return_mean']:.1f} ± "
+                f"{who}: {result['eval_return_mean']:.1f} ± "
                 f"{result['eval_return_std']:.1f} over {EVAL_EPISODES} episodes "
                 f"(rl-zoo {row.score:g}), trained in {result['train_s']:.0f} s",
                 flush=True,

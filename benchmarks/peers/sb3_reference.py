@@ -5,6 +5,10 @@ target: the run goes for its whole budget. The entry (--entry, JSON in rl-zoo's 
 the Rollout preset for --env was ported from; benchmarks/references.py passes it. One torch
 thread: the fastest SB3 setting on a small machine for these tiny networks. Runs in its own
 virtual environment (benchmarks/.peers/sb3); sb3_zoo.py says how an entry becomes a model.
+
+With --evaluate N the final policy is then scored as rl-zoo scores (and as
+benchmarks/zoo_scores.py scores Rollout): N episodes with the deterministic policy on a fresh env,
+observation statistics frozen, returns unnormalised; the last stdout line is the JSON report.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ def main() -> None:
         help="stop early (default: the zoo's n_timesteps); lin_ schedules still span the zoo's",
     )
     parser.add_argument("--torch-threads", type=int, default=1)
+    parser.add_argument("--evaluate", type=int, default=0, help="episodes to score at the end")
+    parser.add_argument("--eval-seed", type=int, default=1000, help="seed of the scoring env")
     args = parser.parse_args()
 
     import stable_baselines3
@@ -37,7 +43,32 @@ def main() -> None:
     # SB3 computes progress_remaining over the total_timesteps it is given: learn() the zoo's
     # budget and stop at ours, so that lin_ schedules match the zoo's even on a shorter run.
     model.learn(total_timesteps=zoo_budget, callback=ReportEpisodes(EpisodeReport(None), budget))
-    print(json.dumps({"done": True, "sb3": stable_baselines3.__version__}), flush=True)
+    done = {"done": True, "sb3": stable_baselines3.__version__, "env_steps": model.num_timesteps}
+    print(json.dumps(done), flush=True)
+    if args.evaluate:
+        print(json.dumps(evaluate(model, args.env, args.evaluate, args.eval_seed)), flush=True)
+
+
+def evaluate(model, env_id: str, episodes: int, seed: int) -> dict:
+    """Deterministic returns of `episodes` episodes, as rl-zoo's enjoy.py / evaluate_policy."""
+    import numpy as np
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    env = make_vec_env(env_id, n_envs=1, seed=seed)
+    trained = model.get_env()
+    if isinstance(trained, VecNormalize):  # the training statistics, frozen; raw rewards
+        env = VecNormalize(env, training=False, norm_reward=False, clip_obs=trained.clip_obs)
+        env.obs_rms = trained.obs_rms
+    returns, _ = evaluate_policy(
+        model, env, n_eval_episodes=episodes, deterministic=True, return_episode_rewards=True
+    )
+    return {
+        "episodes": len(returns),
+        "return_mean": float(np.mean(returns)),
+        "return_std": float(np.std(returns)),
+    }
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """benchmarks/zoo_scores.py: every row trains at rl-zoo's budget from its preset alone, runs are
 resumable seed by seed, and the table reads the verdicts right. The training and evaluation
-processes are a stand-in `rollout` here (a real run is minutes to hours: a benchmark)."""
+processes are a stand-in `rollout` (and a stand-in SB3 peer python) here: a real run is minutes
+to hours, a benchmark."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import zoo_scores
-from trainer.resolve import resolve_config
+from trainer.resolve import resolve_config, zoo_entry
 
 FAKE_ROLLOUT = """#!/bin/sh
 # train: write metrics and say where the checkpoint is; evaluate: print the report.
@@ -26,6 +27,23 @@ else
   echo '{"episodes": 50, "return_mean": %(score)s, "return_std": 1.5}'
 fi
 """
+
+
+FAKE_SB3_PYTHON = """#!/bin/sh
+# sb3_reference.py --entry JSON --env ID ...: report two episodes, then the train and score lines.
+echo "$@" >> "%(calls)s"
+echo '{"t": 1.0, "steps": 900, "ret": 70.0}' >> "$BENCH_REPORT"
+echo '{"t": 2.0, "steps": 1900, "ret": 80.0}' >> "$BENCH_REPORT"
+echo '{"done": true, "sb3": "2.9.2", "env_steps": 2048}'
+echo '{"episodes": 50, "return_mean": %(score)s, "return_std": 2.0}'
+"""
+
+
+def _fake_sb3(tmp_path: Path, score: float) -> Path:
+    script = tmp_path / "sb3-python"
+    script.write_text(FAKE_SB3_PYTHON % {"score": score, "calls": tmp_path / "sb3-calls.txt"})
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return script
 
 
 def _fake(tmp_path: Path, score: float) -> Path:
@@ -110,3 +128,30 @@ def test_docs_section_is_written_between_its_markers(
     assert text.count(zoo_scores.START) == 1 and "## Other" in text
     assert "| Pendulum-v1 | -172.2 | 100,000 | 2 | -175.0 |" in text
     assert "short by 2.8" in text
+
+
+def test_sb3_runs_the_presets_zoo_entry_and_gets_its_own_column(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(zoo_scores, "ROLLOUT", _fake(tmp_path, 91.25))
+    monkeypatch.setattr(zoo_scores, "SB3_PYTHON", _fake_sb3(tmp_path, 85.5))
+    results, work = tmp_path / "zoo.jsonl", tmp_path / "work"
+    argv = ["--envs", "MountainCarContinuous-v0", "--no-docs"]
+    argv += ["--results", str(results), "--work", str(work)]
+    assert zoo_scores.main([*argv, "--seeds", "0,1", "--trainer", "sb3"]) == 0
+    (call, _) = (tmp_path / "sb3-calls.txt").read_text().splitlines()
+    entry = json.loads(call.split("--entry ", 1)[1].split(" --env ")[0])
+    assert entry == zoo_entry("MountainCarContinuous-v0")
+    assert "--total-timesteps 20000 --evaluate 50 --eval-seed 1000" in call
+    first = json.loads(results.read_text().splitlines()[0])
+    assert first["trainer"] == "sb3" and first["env_steps"] == 2048
+    assert first["eval_return_mean"] == 85.5 and first["train_return_mean"] == 75.0
+
+    # SB3's seeds are not Rollout's: Rollout's seed 0 still trains, and the row shows both.
+    assert zoo_scores.main([*argv, "--seeds", "0"]) == 0
+    assert len((work / "calls.txt").read_text().splitlines()) == 1
+    table = zoo_scores.markdown(zoo_scores.summary_rows(zoo_scores.load_results(results)))
+    assert "| MountainCarContinuous-v0 | 88.3 | 20,000 | 1 | 91.2 |" in table
+    assert "| met | 85.5 (s0 85.5; s1 85.5) |" in table
+    assert zoo_scores.main([*argv, "--seeds", "0", "--trainer", "sb3"]) == 0  # recorded: skipped
+    assert len((tmp_path / "sb3-calls.txt").read_text().splitlines()) == 2
