@@ -150,6 +150,7 @@ def run_sb3(row: ZooRow, seed: int, work: Path) -> dict[str, Any]:
     args += ["--evaluate", str(EVAL_EPISODES), "--eval-seed", str(EVAL_SEED_OFFSET + seed)]
     cmd = [str(SB3_PYTHON), str(SB3_SCRIPT), "--entry", json.dumps(entry), *args]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "BENCH_REPORT": str(report)}
+    env["BENCH_T0"] = repr(time.time())  # episode times from process start, as time_to_target.py
     t0 = time.monotonic()
     with log.open("w") as log_file:
         done = subprocess.run(cmd, stdout=log_file, stderr=subprocess.STDOUT, cwd=REPO, env=env)
