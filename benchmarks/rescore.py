@@ -29,13 +29,14 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
 from benchmarks.contenders import CONTENDERS
 from benchmarks.progress import Point, crossed
 from benchmarks.summary import RunResult, summarize, table, target_verdict
+from benchmarks.time_to_target import plain_summary, record_crossing
 
 _RUN_DIR = re.compile(r"^(?P<name>[a-z0-9]+)-s(?P<seed>\d+)$")
 
 
-def points_of(name: str, run_dir: Path) -> list[Point]:
-    """Every progress point of one finished run, on the harness clock."""
-    recorded = json.loads((run_dir / "result.json").read_text())
+def points_of(name: str, run_dir: Path, recorded: dict) -> list[Point]:
+    """Every progress point of one finished run, on the harness clock (`recorded`: its
+    result.json)."""
     points = list(CONTENDERS[name].progress(run_dir).poll(math.nan))
     if not points:
         return []
@@ -62,8 +63,7 @@ def two_digits_down(x: float) -> float:
     return math.floor(x / step) * step
 
 
-def rescore(name: str, seed: int, points: list[Point], target: float, run_dir: Path) -> RunResult:
-    recorded = json.loads((run_dir / "result.json").read_text())
+def rescore(name: str, seed: int, points: list[Point], target: float, recorded: dict) -> RunResult:
     result = RunResult(name, seed, reached=False, wall_s=float(recorded.get("wall_s") or 0.0))
     result.peak_rss_bytes = int(recorded.get("peak_rss_bytes") or 0)
     result.peak_processes = int(recorded.get("peak_processes") or 0)
@@ -73,12 +73,7 @@ def rescore(name: str, seed: int, points: list[Point], target: float, run_dir: P
     if hit is None:
         result.note = f"best 100-episode mean {best_mean(points):.1f}"
         return result
-    result.reached = True
-    result.time_to_target_s = hit.t
-    result.env_steps = hit.env_steps
-    result.reported_time_s = hit.reported_t
-    if hit.t > points[0].t:
-        result.env_steps_per_s = (hit.env_steps - points[0].env_steps) / (hit.t - points[0].t)
+    record_crossing(result, hit, points[0])
     return result
 
 
@@ -103,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = runs_in(args.log_dir)
     if not runs:
         parser.error(f"{args.log_dir}: no finished runs (<contender>-s<seed>/result.json)")
-    points = {(name, seed): points_of(name, d) for name, seed, d in runs}
+    recorded = {(n, seed): json.loads((d / "result.json").read_text()) for n, seed, d in runs}
+    points = {(n, seed): points_of(n, d, recorded[n, seed]) for n, seed, d in runs}
     for (name, seed), pts in points.items():
         print(f"{name:8s} seed {seed}: best 100-episode mean {best_mean(pts):.1f}")
     target = args.target
@@ -113,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("no peer runs to take a threshold from: give --target")
         target = two_digits_down(min(peers))
         print(f"threshold: {target:g}, the highest every peer seed reaches (two digits, down)")
-    results = [rescore(name, seed, points[name, seed], target, d) for name, seed, d in runs]
+    results = [rescore(n, seed, points[n, seed], target, recorded[n, seed]) for n, seed, _ in runs]
     for r in results:
         head = f"{r.time_to_target_s:7.1f} s  {r.env_steps:>8,} steps" if r.reached else r.note
         print(f"{r.contender:8s} seed {r.seed}: {head}")
@@ -125,12 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     if verdict:
         print("\n" + verdict)
     if args.json:
-        plain = {
-            name: {k: (v.__dict__ if hasattr(v, "median") else v) for k, v in row.items()}
-            for name, row in summary.items()
-        }
         report = {"log_dir": str(args.log_dir), "target": target, "verdict": verdict}
-        report |= {"runs": [r.as_dict() for r in results], "summary": plain}
+        report |= {"runs": [r.as_dict() for r in results], "summary": plain_summary(summary)}
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2))
     return 0

@@ -31,7 +31,7 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
 
 from benchmarks.contenders import BENCH_DIR, CONTENDERS, PEERS, REPO, Contender
 from benchmarks.procs import Run
-from benchmarks.progress import RolloutProgress, crossed, rollout_phases
+from benchmarks.progress import Point, RolloutProgress, crossed, rollout_phases
 from benchmarks.summary import RunResult, summarize, table, target_verdict
 
 POLL_S = 0.02
@@ -49,6 +49,24 @@ TARGETS: dict[str, float] = {
     "Hopper-v5": 3800.0,
     "HalfCheetah-v5": 4800.0,
 }
+
+
+def record_crossing(result: RunResult, point: Point, first: Point) -> None:
+    """The run reached the target at `point`; its rate is counted from its `first` point."""
+    result.reached = True
+    result.time_to_target_s = point.t
+    result.env_steps = point.env_steps
+    result.reported_time_s = point.reported_t
+    if point.t > first.t:
+        result.env_steps_per_s = (point.env_steps - first.env_steps) / (point.t - first.t)
+
+
+def plain_summary(summary: dict[str, dict]) -> dict[str, dict]:
+    """summarize()'s rows with their Spreads as dicts, for JSON."""
+    return {
+        name: {k: (v.__dict__ if hasattr(v, "median") else v) for k, v in row.items()}
+        for name, row in summary.items()
+    }
 
 
 def run_once(
@@ -72,14 +90,7 @@ def run_once(
         for point in progress.poll(now):
             first = first or point
             if crossed(point, target):
-                result.reached = True
-                result.time_to_target_s = point.t
-                result.env_steps = point.env_steps
-                result.reported_time_s = point.reported_t
-                if point.t > first.t:
-                    result.env_steps_per_s = (point.env_steps - first.env_steps) / (
-                        point.t - first.t
-                    )
+                record_crossing(result, point, first)
                 break
         if result.reached:
             break
@@ -201,9 +212,6 @@ def _phase_text(phases: dict[str, float]) -> str:
 
 
 def _report(args, started, results, summary) -> dict:
-    def plain(row: dict) -> dict:
-        return {k: (v.__dict__ if hasattr(v, "median") else v) for k, v in row.items()}
-
     return {
         "started_utc": started.isoformat(),
         "command": " ".join(sys.argv),
@@ -213,7 +221,7 @@ def _report(args, started, results, summary) -> dict:
         "target": args.target,
         "timeout_s": args.timeout,
         "runs": [r.as_dict() for r in results],
-        "summary": {name: plain(row) for name, row in summary.items()},
+        "summary": plain_summary(summary),
         "verdict": target_verdict(summary),
         "rollout_phases_median": _median_phases(results),
     }

@@ -38,13 +38,14 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.contenders import BENCH_DIR, PEER_SCRIPTS, PEERS_DIR, REPO
+from benchmarks.contenders import BENCH_DIR, REPO
 from benchmarks.docs_section import write_section
-from trainer.resolve import resolve_config, zoo_entry
+from benchmarks.references import PYTHON as SB3_PYTHON
+from benchmarks.references import SCRIPT as SB3_SCRIPT
+from benchmarks.references import peer_settings
+from trainer.resolve import resolve_config
 
 ROLLOUT = REPO / ".venv" / "bin" / "rollout"
-SB3_PYTHON = PEERS_DIR / "sb3" / "bin" / "python"
-SB3_SCRIPT = PEER_SCRIPTS / "sb3_reference.py"
 TRAINERS = ("rollout", "sb3")
 RESULTS = BENCH_DIR / "results" / "zoo_scores.jsonl"
 DOCS = REPO / "docs" / "benchmarks.md"
@@ -140,9 +141,7 @@ def run_one(row: ZooRow, seed: int, work: Path) -> dict[str, Any]:
 
 def run_sb3(row: ZooRow, seed: int, work: Path) -> dict[str, Any]:
     """Train and evaluate one seed with SB3 and the preset's rl-zoo entry; the RESULTS line."""
-    entry = zoo_entry(row.env_id)
-    if entry is None:
-        raise RuntimeError(f"{row.env_id}: no rl-zoo entry behind its preset (trainer/presets.py)")
+    entry = peer_settings(row.env_id)
     name = f"sb3-{row.env_id.replace('/', '_')}-s{seed}"
     report, log = work / f"{name}.episodes.jsonl", work / f"{name}.log"
     report.unlink(missing_ok=True)
