@@ -191,8 +191,11 @@ class PPO:
     # --- checkpoints ---------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
         """The state after the last iteration. A sample in flight is not part of it (a resumed
-        run samples afresh); it is let finish first, so the saved torch RNG is at rest."""
+        run samples afresh); it is let finish first, so the saved RNGs are at rest. The local
+        EnvRunner's action stream is saved with the torch RNG (serial mode resumes the same
+        draws); actors' streams are not (a resumed run starts new actors)."""
         self.env_runners.wait()
+        local = self.env_runners.local
         return {
             "learner": self.learner_group.get_state(),
             "connector_state": self.env_runners.connector_state,
@@ -202,6 +205,7 @@ class PPO:
             "weights_version": self.weights_version,
             "env_runner_restarts": self.env_runners.restarts,
             "torch_rng": torch.get_rng_state(),
+            **({"sampler_rng": local.get_rng_state()} if local is not None else {}),
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -214,6 +218,8 @@ class PPO:
         self.weights_version = int(state["weights_version"])
         self.env_runners.restarts = int(state["env_runner_restarts"])
         torch.set_rng_state(state["torch_rng"])
+        if "sampler_rng" in state and self.env_runners.local is not None:
+            self.env_runners.local.set_rng_state(state["sampler_rng"])
         # Runners get the restored weights AND filter stats (RLlib forgot the latter, #54408).
         self.env_runners.sync_weights(
             self.weights_version, self.learner_group.get_inference_weights()

@@ -194,6 +194,15 @@ class PPOConfig(_Frozen):
     env_config: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments passed to gymnasium.make."
     )
+    vector_env: Literal["native", "serial"] = Field(
+        default="native",
+        description=(
+            "How an EnvRunner steps its sub-envs. 'native': one array operation for all of them "
+            "where the env has such an implementation (gymnasium's own for CartPole, Rollout's "
+            "for Acrobot; the same dynamics), else one gymnasium env after the other; 'serial': "
+            "always one gymnasium env after the other (as SB3's DummyVecEnv)."
+        ),
+    )
     preset: PresetName = Field(
         default="auto",
         description=(

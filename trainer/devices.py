@@ -19,6 +19,16 @@ import torch
 from trainer.config import PPOConfig
 
 
+def set_cpu_threads(n: int) -> None:
+    """Threads for CPU math in this process: torch's pool and numpy's BLAS (OpenBLAS starts one
+    thread per core of its own; the numpy policy and SGD paths must not oversubscribe the CPUs
+    Ray reserved for an actor)."""
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(n)
+    threadpool_limits(n, user_api="blas")
+
+
 def learner_device(config: PPOConfig) -> torch.device:
     """The device of a Learner in this process (Ray narrows CUDA_VISIBLE_DEVICES to its GPU)."""
     return torch.device("cuda:0" if config.num_gpus_per_learner > 0 else "cpu")

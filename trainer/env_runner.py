@@ -39,10 +39,11 @@ import torch
 from trainer import distributions
 from trainer.config import PPOConfig
 from trainer.connectors import build_env_to_learner, build_env_to_module, build_module_to_env
-from trainer.devices import HostToDevice, StepOutputs, inference_device
+from trainer.devices import HostToDevice, StepOutputs, inference_device, set_cpu_threads
 from trainer.envs import env_threads, make_vector_env, observation_space, runner_seed
 from trainer.episode import EpisodeChunk
 from trainer.module import PPOModule
+from trainer.numpy_policy import NumpyPolicy
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,8 @@ def _pinned(shape: tuple[int, ...], dtype: np.dtype, fill: np.ndarray | None = N
     return array
 
 
+# The SeedSequence key of a runner's action stream, next to its env seed.
+_ACTION_STREAM = 1
 # Sets of sample buffers an EnvRunner keeps: the one being filled, the one a Learner trains on
 # while it is (overlap), and one spare; sets beyond that are left to the chunks that hold them.
 _BUFFER_POOL = 3
@@ -139,7 +142,6 @@ class EnvRunner:
         *,
         seed_torch: bool = False,
     ) -> None:
-        torch.set_num_threads(config.torch_num_threads)
         self.config = config
         self.worker_index = worker_index
         self._seed = runner_seed(config.seed, worker_index, generation)
@@ -147,15 +149,19 @@ class EnvRunner:
             torch.manual_seed(self._seed)
         self.num_envs = config.num_envs_per_env_runner
         in_actor = worker_index > 0
+        cpu_threads = config.torch_num_threads
         if in_actor:  # an actor computes on the CPUs Ray reserved for it, not the node's cores
-            torch.set_num_threads(
-                max(1, min(config.torch_num_threads, int(config.num_cpus_per_env_runner)))
-            )
+            cpu_threads = max(1, min(cpu_threads, int(config.num_cpus_per_env_runner)))
+        set_cpu_threads(cpu_threads)
         threads = env_threads(
             config.num_cpus_per_env_runner, in_actor, overlap=config.overlap_sampling
         )
         self.env = make_vector_env(
-            config.env_id, self.num_envs, config.env_config, num_threads=threads
+            config.env_id,
+            self.num_envs,
+            config.env_config,
+            num_threads=threads,
+            vector_env=config.vector_env,
         )
         obs_space = observation_space(self.env)  # image layout declared by the env family
         self.action_space = self.env.single_action_space
@@ -167,6 +173,13 @@ class EnvRunner:
             self.env_to_module.output_space, self.action_space, config.model, inference_only=True
         ).to(self.device)
         self.module.eval()
+        # The actions' own random stream (the numpy policy's draws), apart from the env resets'.
+        self.rng = np.random.default_rng([self._seed, _ACTION_STREAM])
+        self._np_policy = (
+            NumpyPolicy(self.module, self.rng)
+            if NumpyPolicy.supports(self.module, self.device)
+            else None
+        )
         self._to_device = HostToDevice(self.device)
         self._on_gpu = self.device.type == "cuda"
         # Sampling gets its own stream: with overlap, its small kernels and copies would
@@ -188,7 +201,8 @@ class EnvRunner:
         self._ep_ids = [uuid.uuid4().hex for _ in range(n)]
         self._ep_t = np.zeros(n, np.int64)  # steps already taken in the slot's episode
         self._ep_return = np.zeros(n, np.float64)
-        self._sde_noise: torch.Tensor | None = None  # [N, hidden, A] gSDE exploration matrices
+        # [N, hidden, A] gSDE exploration matrices (numpy with the numpy policy)
+        self._sde_noise: torch.Tensor | np.ndarray | None = None
 
     # --- weights and connector state -----------------------------------------------------------
     def set_weights(
@@ -206,6 +220,8 @@ class EnvRunner:
         if version <= self.weights_version:
             return False
         self.module.load_inference_state_dict(weights)
+        if self._np_policy is not None:
+            self._np_policy.sync()
         self.weights_version = version
         return True
 
@@ -214,6 +230,14 @@ class EnvRunner:
 
     def ping(self) -> int:
         return self.worker_index
+
+    def get_rng_state(self) -> dict[str, Any]:
+        """The action stream's state (numpy policy): what a checkpoint needs to resume the same
+        draws."""
+        return self.rng.bit_generator.state
+
+    def set_rng_state(self, state: dict[str, Any]) -> None:
+        self.rng.bit_generator.state = state
 
     # --- sampling ------------------------------------------------------------------------------
     def sample(self, num_timesteps: int, explore: bool = True) -> SampleResult:
@@ -237,7 +261,7 @@ class EnvRunner:
                     buf = self._grow(buf)
                 t0 = time.perf_counter()
                 if self.module.use_sde and explore and self._sde_due(k):
-                    self._sde_noise = self.module.sde_noise(n)
+                    self._sde_noise = self.new_sde_noise(n)
                 actions_np = self._act(buf, k, explore)  # waits for the device
                 t1 = time.perf_counter()
                 raw, rewards, terminated, truncated, _ = self.env.step(
@@ -281,9 +305,23 @@ class EnvRunner:
         freq = self.config.sde_sample_freq
         return k == 0 or (freq > 0 and k % freq == 0)
 
+    def new_sde_noise(self, n: int) -> torch.Tensor | np.ndarray:
+        """Fresh gSDE exploration matrices for n sub-envs."""
+        if self._np_policy is not None:
+            return self._np_policy.sde_noise(n)
+        return self.module.sde_noise(n)
+
     def _act(self, buf: _Buffers, k: int, explore: bool) -> np.ndarray:
         """The policy on row k of the observations: fills actions, logp and dist inputs of
         step k and returns the actions as sampled."""
+        if self._np_policy is not None:
+            actions_np, buf.logp[k], buf.dist_inputs[k] = self._np_policy.sample(
+                buf.obs[k],
+                explore,
+                self._sde_noise,  # type: ignore[arg-type]
+            )
+            buf.actions[k] = actions_np
+            return actions_np
         obs = self._to_device(buf.obs[k], pinned=self._on_gpu)
         actions, logp, dist_inputs = self.module.sample(obs, explore, self._sde_noise)
         if self._on_gpu:  # one device -> host copy for the three

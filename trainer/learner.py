@@ -21,6 +21,7 @@ Axes: B real timesteps of this Learner's shard, M minibatch rows, D dist_inputs 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
@@ -35,9 +36,9 @@ from torch import nn
 
 from trainer.batch import TrainBatch, build_train_batch
 from trainer.config import PPOConfig
-from trainer.devices import HostStaging, forward_autocast, set_matmul_precision
+from trainer.devices import HostStaging, forward_autocast, set_cpu_threads, set_matmul_precision
 from trainer.episode import EpisodeChunk
-from trainer.hand_grad import HandGradStep
+from trainer.hand_grad import HandGradStep, NumpyBatch
 from trainer.module import PPOModule
 from trainer.optim import EagerAdam, FlatAdam, FlatParameters
 
@@ -187,7 +188,7 @@ class PPOLearner:
         hand_grad: bool = True,
     ) -> None:
         """hand_grad=False keeps autograd even where the hand-written step applies (tests)."""
-        torch.set_num_threads(config.torch_num_threads)
+        set_cpu_threads(config.torch_num_threads)
         self.config = config
         self.device = torch.device(device)
         self.rank, self.world_size = rank, world_size
@@ -212,7 +213,8 @@ class PPOLearner:
         if hand_grad and HandGradStep.supports(self.module, config, self.device, world_size):
             self._flat = FlatParameters(list(self.module.parameters()))
             self._hand_step = HandGradStep(self.module, config)
-            self.optimizer: EagerAdam = FlatAdam(self._flat, lr=config.lr, eps=_ADAM_EPS)
+            self._adam = FlatAdam(self._flat, lr=config.lr, eps=_ADAM_EPS)
+            self.optimizer: EagerAdam = self._adam
         else:
             self.optimizer = EagerAdam(
                 self.module.parameters(), lr=config.lr, eps=_ADAM_EPS, fused=True
@@ -292,16 +294,23 @@ class PPOLearner:
             group["lr"] = lr
         return lr
 
+    def _epoch_sizes(self, n: int) -> tuple[list[int], int]:
+        """This epoch's minibatch sizes over n rows, and how often the shuffle is repeated (a
+        batch too small for the steps is cycled)."""
+        sizes = minibatch_sizes(n, self.config.minibatch_size, self.num_minibatches)
+        return sizes, -(-sum(sizes) // n)
+
     def _sgd(self, batch: TrainBatch) -> torch.Tensor:
         """num_epochs passes of shuffled minibatches; returns per-stat sums over all steps."""
+        if self._hand_step is not None:
+            return self._hand_sgd(NumpyBatch.of(batch))
         cfg = self.config
         params = list(self.module.parameters())
         max_norm = cfg.grad_clip if cfg.grad_clip is not None else float("inf")
         sums = torch.zeros(6, device=self.device)  # stays on the device: no sync per step
         n = len(batch)
         columns = [getattr(batch, f.name) for f in dataclasses.fields(batch)]  # no deep copy
-        sizes = minibatch_sizes(n, cfg.minibatch_size, self.num_minibatches)
-        reps = -(-sum(sizes) // n)  # a batch too small for the steps is cycled
+        sizes, reps = self._epoch_sizes(n)
         # One minibatch of exactly the whole batch: its loss is a mean over all rows, so the
         # shuffle cannot change it; skip the gathers (seven copies of the batch per epoch).
         whole = sizes == [n]
@@ -323,20 +332,47 @@ class PPOLearner:
                     minibatches = [standardized_advantages(mb) for mb in minibatches]
             for mb in minibatches:
                 losses = self._gradients(mb)  # [5], the gradients left in param.grad
-                if self._flat is not None:
-                    grad_norm = self._flat.clip_grad_norm_(max_norm)
-                else:
-                    grad_norm = nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
+                grad_norm = nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
                 self.optimizer.step()
                 sums[:5] += losses
                 sums[5] += grad_norm
         return sums
 
+    def _hand_sgd(self, batch: NumpyBatch) -> torch.Tensor:
+        """_sgd on the hand-written step: the same epochs, shuffles (the same generator) and
+        minibatches, in numpy over views of the batch; Adam over the flat buffers."""
+        cfg = self.config
+        assert self._hand_step is not None and self._flat is not None
+        max_norm = cfg.grad_clip if cfg.grad_clip is not None else float("inf")
+        sums = np.zeros(6)
+        n = len(batch)
+        sizes, reps = self._epoch_sizes(n)
+        whole = sizes == [n]
+        per_minibatch = cfg.normalize_advantages and cfg.normalize_advantages_over == "minibatch"
+        if whole and per_minibatch:
+            batch = batch.standardized()
+        bounds = np.cumsum([0, *sizes])
+        for _ in range(cfg.num_epochs):
+            if whole:
+                minibatches = [batch]
+            else:
+                perm = torch.randperm(n, generator=self._rng).numpy()
+                if reps > 1:
+                    perm = np.tile(perm, reps)
+                minibatches = [batch.rows(perm[a:b]) for a, b in itertools.pairwise(bounds)]
+                if per_minibatch:
+                    minibatches = [mb.standardized() for mb in minibatches]
+            for mb in minibatches:
+                sums[:5] += self._hand_step.step(mb)
+                sums[5] += self._flat.clip_grad_norm_(max_norm)
+                self._adam.update()
+        return torch.from_numpy(sums).float()
+
     def _gradients(self, mb: TrainBatch) -> torch.Tensor:
         """Leave the PPO loss's gradients in param.grad; (policy_loss, vf_loss, entropy, kl,
         clip_fraction) of the minibatch as a [5] tensor."""
         if self._hand_step is not None:
-            return self._hand_step.step(mb)
+            return torch.from_numpy(self._hand_step.step(mb)).float()
         cfg = self.config
         with self._autocast():
             dist_inputs, values = self._train_module(mb.obs)

@@ -203,17 +203,21 @@ def test_resume_restores_counters_weights_filter_and_window(tmp_path: Path) -> N
         resumed.stop()
 
 
-def test_resume_restores_torch_rng(tmp_path: Path) -> None:
+def test_resume_restores_torch_rng_and_the_action_stream(tmp_path: Path) -> None:
     algo = PPO(_config())
     try:
         algo.train()
         path = algo.save_checkpoint(tmp_path / "ckpt")
         expected = torch.rand(3)
+        assert algo.env_runners.local is not None
+        expected_draws = algo.env_runners.local.rng.random(3)  # the numpy policy's stream
     finally:
         algo.stop()
     resumed = PPO.from_checkpoint(path)
     try:
         torch.testing.assert_close(torch.rand(3), expected)
+        assert resumed.env_runners.local is not None
+        np.testing.assert_array_equal(resumed.env_runners.local.rng.random(3), expected_draws)
     finally:
         resumed.stop()
 

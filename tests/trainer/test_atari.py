@@ -126,9 +126,9 @@ def test_env_threads_follow_the_runners_cores(monkeypatch: pytest.MonkeyPatch) -
     seen: dict[str, object] = {}
     real = env_runner_module.make_vector_env
 
-    def spy(env_id: str, num_envs: int, env_config: dict, *, num_threads: int):
+    def spy(env_id: str, num_envs: int, env_config: dict, *, num_threads: int, **kwargs: str):
         seen["num_threads"] = num_threads
-        return real(env_id, num_envs, env_config, num_threads=num_threads)
+        return real(env_id, num_envs, env_config, num_threads=num_threads, **kwargs)
 
     monkeypatch.setattr(env_runner_module, "make_vector_env", spy)
     config = PPOConfig(env_id="ALE/Pong-v5", num_envs_per_env_runner=2, num_cpus_per_env_runner=3)

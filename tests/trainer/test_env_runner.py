@@ -200,14 +200,14 @@ def test_gsde_noise_is_drawn_per_rollout_and_every_sde_sample_freq_steps(
         model={"use_sde": True},
         sde_sample_freq=freq,
     )
-    drawn: list[torch.Tensor] = []
-    sde_noise = runner.module.sde_noise
+    drawn: list[np.ndarray] = []
+    sde_noise = runner.new_sde_noise
 
-    def recording(n: int) -> torch.Tensor:
-        drawn.append(sde_noise(n))
+    def recording(n: int) -> np.ndarray:
+        drawn.append(sde_noise(n))  # type: ignore[arg-type]
         return drawn[-1]
 
-    runner.module.sde_noise = recording  # type: ignore[method-assign]
+    runner.new_sde_noise = recording  # type: ignore[method-assign]
     runner.sample(4 * 10)  # 10 vector steps of 4 envs
     assert len(drawn) == draws and drawn[0].shape[0] == 4
     runner.sample(4 * 10)  # a new rollout starts with new matrices

@@ -9,13 +9,14 @@ bootstraps runs on every update.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
-from trainer.batch import TrainBatch, build_train_batch
+from trainer.batch import build_train_batch
 from trainer.config import ModelConfig, PPOConfig
 from trainer.episode import EpisodeChunk
 from trainer.learner import PPOLearner
@@ -195,18 +196,26 @@ def test_tiny_batch_still_takes_every_minibatch_step() -> None:
     assert math.isfinite(stats.policy_loss) and stats.num_steps_trained == 3
 
 
-def _minibatch_rows(learner: PPOLearner, chunks: list[EpisodeChunk]) -> list[int]:
-    """Rows of every minibatch gradient step of one update."""
-    rows: list[int] = []
-    gradients = learner._gradients
+def _record_minibatches(learner: PPOLearner, chunks: list[EpisodeChunk]) -> list[Any]:
+    """Every minibatch one update's gradient steps saw, on whichever path the Learner takes
+    (the hand-written step gets numpy minibatches, autograd TrainBatches)."""
+    seen: list[Any] = []
+    owner: Any = learner._hand_step if learner._hand_step is not None else learner
+    name = "step" if learner._hand_step is not None else "_gradients"
+    gradients = getattr(owner, name)
 
-    def recording(mb: TrainBatch) -> torch.Tensor:
-        rows.append(len(mb))
+    def recording(mb: Any) -> Any:
+        seen.append(mb)
         return gradients(mb)
 
-    learner._gradients = recording  # type: ignore[method-assign]
+    setattr(owner, name, recording)
     learner.update(chunks, env_steps=0)
-    return rows
+    return seen
+
+
+def _minibatch_rows(learner: PPOLearner, chunks: list[EpisodeChunk]) -> list[int]:
+    """Rows of every minibatch gradient step of one update."""
+    return [len(mb) for mb in _record_minibatches(learner, chunks)]
 
 
 @pytest.mark.parametrize(
@@ -218,11 +227,13 @@ def _minibatch_rows(learner: PPOLearner, chunks: list[EpisodeChunk]) -> list[int
         (1000, 1000, [1000]),
     ],
 )
+@pytest.mark.parametrize("hand", [True, False], ids=["hand-written", "autograd"])
 def test_minibatches_have_minibatch_size_rows(
-    batch: int, minibatch: int, expected: list[int]
+    batch: int, minibatch: int, expected: list[int], hand: bool
 ) -> None:
     cfg = _config(train_batch_size_per_learner=batch, minibatch_size=minibatch, num_epochs=2)
-    learner = PPOLearner(cfg, OBS, DISCRETE)
+    learner = PPOLearner(cfg, OBS, DISCRETE, hand_grad=hand)
+    assert (learner._hand_step is not None) == hand
     chunks = make_chunks(None, np.random.default_rng(8), num_chunks=10, length=100)  # 1000 rows
     assert _minibatch_rows(learner, chunks) == expected * 2
     assert learner.num_minibatches == len(expected)
@@ -317,20 +328,12 @@ def test_image_observations_update_with_a_split_value_pass(monkeypatch) -> None:
 
 def _minibatch_advantages(learner: PPOLearner, chunks: list[EpisodeChunk]) -> list[torch.Tensor]:
     """The advantages every minibatch gradient step of one update saw."""
-    seen: list[torch.Tensor] = []
-    gradients = learner._gradients
-
-    def recording(mb: TrainBatch) -> torch.Tensor:
-        seen.append(mb.advantages.clone())
-        return gradients(mb)
-
-    learner._gradients = recording  # type: ignore[method-assign]
-    learner.update(chunks, env_steps=0)
-    return seen
+    return [torch.tensor(np.array(mb.advantages)) for mb in _record_minibatches(learner, chunks)]
 
 
+@pytest.mark.parametrize("hand", [True, False], ids=["hand-written", "autograd"])
 @pytest.mark.parametrize("minibatch", [100, 1000])
-def test_advantages_standardised_per_minibatch_as_sb3(minibatch: int) -> None:
+def test_advantages_standardised_per_minibatch_as_sb3(minibatch: int, hand: bool) -> None:
     cfg = _config(
         train_batch_size_per_learner=1000,
         minibatch_size=minibatch,
@@ -338,7 +341,7 @@ def test_advantages_standardised_per_minibatch_as_sb3(minibatch: int) -> None:
         normalize_advantages_over="minibatch",
     )
     chunks = make_chunks(None, np.random.default_rng(8), num_chunks=10, length=100)
-    seen = _minibatch_advantages(PPOLearner(cfg, OBS, DISCRETE), chunks)
+    seen = _minibatch_advantages(PPOLearner(cfg, OBS, DISCRETE, hand_grad=hand), chunks)
     assert len(seen) == 2 * (1000 // minibatch)
     for adv in seen:
         assert abs(adv.mean().item()) < 1e-5

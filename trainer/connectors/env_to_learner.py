@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from trainer.connectors.running_stats import RunningStats
+from trainer.connectors.running_stats import RunningMoments, RunningStats
 
 
 class ClipRewards:
@@ -33,10 +33,10 @@ class NormalizeRewards:
     norm_reward, gymnasium's NormalizeReward), then clip to +-clip.
 
     Per sub-env it keeps the discounted return R <- gamma * R + r (reset to 0 when the episode
-    ends); the std is over all R seen. Like MeanStdFilter, each runner holds the global stats of
-    the last sync plus a delta of what it saw since; the driver merges the deltas of all runners
-    (`merge_filter_states`) and checkpoints the result. Autoreset rows (`valid` False) are no
-    transitions: they neither update R nor the stats.
+    ends); the std is over all R seen. Like MeanStdFilter, each runner updates its copy of the
+    global stats of the last sync and hands what it saw since (the delta) to the driver, which
+    merges the deltas of all runners (`merge_filter_states`) and checkpoints the result.
+    Autoreset rows (`valid` False) are no transitions: they neither update R nor the stats.
     """
 
     name = "reward_filter"
@@ -50,22 +50,31 @@ class NormalizeRewards:
         self.set_state(RunningStats.empty(()).to_dict())
 
     def __call__(self, rewards: np.ndarray, done: np.ndarray, valid: np.ndarray) -> np.ndarray:
-        if self.update_stats and valid.any():
-            self._returns[valid] = self._returns[valid] * self.gamma + rewards[valid]
-            batch = RunningStats.of(self._returns[valid])
-            self._delta = self._delta.merge(batch)
-            self._current = self._current.merge(batch)
-        scaled = rewards / np.sqrt(float(self._current.var) + self.eps)
-        self._returns[done & valid] = 0.0
-        return np.clip(scaled, -self.clip, self.clip).astype(np.float32)
+        returns = self._returns
+        all_valid = bool(valid.all())
+        if self.update_stats and (all_valid or valid.any()):
+            if all_valid:  # the common step: no autoreset row
+                returns *= self.gamma
+                returns += rewards
+                self._moments.update(returns)
+            else:
+                returns[valid] = returns[valid] * self.gamma + rewards[valid]
+                self._moments.update(returns[valid])
+        scaled = rewards / np.sqrt(float(self._moments.var) + self.eps)
+        if done.any():
+            returns[done & valid] = 0.0
+        np.maximum(scaled, -self.clip, out=scaled)
+        np.minimum(scaled, self.clip, out=scaled)
+        return scaled.astype(np.float32)
 
     def get_state(self) -> dict[str, Any]:
-        return self._current.to_dict()
+        return self._moments.stats().to_dict()
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self._current = RunningStats.from_dict(state)
-        self._delta = RunningStats.empty(())
+        self._synced = RunningStats.from_dict(state)
+        self._moments = RunningMoments(self._synced)
 
     def pop_delta(self) -> dict[str, Any]:
-        delta, self._delta = self._delta, RunningStats.empty(())
+        current = self._moments.stats()
+        delta, self._synced = current.minus(self._synced), current
         return delta.to_dict()

@@ -7,7 +7,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from trainer.connectors.running_stats import RunningStats
+from trainer.connectors.running_stats import RunningMoments, RunningStats
 from trainer.layout import channel_axis, like
 
 
@@ -36,8 +36,9 @@ class MeanStdFilter:
     RLlib MeanStdFilter). Chunks store the normalised values, so the Learner needs no filter.
 
     Several EnvRunners each see part of the data: every runner keeps the global stats it got at
-    the last sync (`set_state`) plus a delta of what it saw since; the driver folds all deltas
-    into the global stats once per iteration and sends them back (`merge_filter_states`).
+    the last sync (`set_state`) and updates its own copy; what it saw since (the delta, its
+    stats minus the synced ones) goes to the driver, which folds all deltas into the global stats
+    once per iteration and sends them back (`merge_filter_states`).
     """
 
     name = "obs_filter"
@@ -54,27 +55,29 @@ class MeanStdFilter:
 
     def __call__(self, obs: np.ndarray, reset_mask: np.ndarray) -> np.ndarray:
         if self.update_stats:
-            batch = RunningStats.of(obs)
-            self._delta = self._delta.merge(batch)
-            self._current = self._current.merge(batch)
+            self._moments.update(obs)
             self._refresh()
-        out = (obs - self._mean) / self._std
-        return np.clip(out, -self.clip, self.clip).astype(np.float32, copy=False)
+        out = obs - self._mean  # float64: the stats' precision, one cast at the end
+        out /= self._std
+        np.maximum(out, -self.clip, out=out)  # np.clip's Python wrapper costs more than both
+        np.minimum(out, self.clip, out=out)
+        return out.astype(np.float32)
 
     def _refresh(self) -> None:
-        self._mean = self._current.mean.astype(np.float32)
-        self._std = np.sqrt(self._current.var + self.eps).astype(np.float32)
+        self._mean = self._moments.mean
+        self._std = np.sqrt(self._moments.var + self.eps)
 
     def get_state(self) -> dict[str, Any]:
-        return self._current.to_dict()
+        return self._moments.stats().to_dict()
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self._current = RunningStats.from_dict(state)
-        self._delta = RunningStats.empty(self._shape)
+        self._synced = RunningStats.from_dict(state)
+        self._moments = RunningMoments(self._synced)
         self._refresh()
 
     def pop_delta(self) -> dict[str, Any]:
-        delta, self._delta = self._delta, RunningStats.empty(self._shape)
+        current = self._moments.stats()
+        delta, self._synced = current.minus(self._synced), current
         return delta.to_dict()
 
 

@@ -24,7 +24,7 @@ export interface FieldSpec {
 type Json = Record<string, unknown>;
 
 const GROUPS: [string, string[]][] = [
-  ["Environment", ["env_id", "preset", "env_config", "seed"]],
+  ["Environment", ["env_id", "preset", "env_config", "vector_env", "seed"]],
   ["Stop criteria", ["stop.env_steps", "stop.episode_return_mean", "stop.wall_seconds"]],
   ["Optimisation", ["lr", "lr_schedule", "gamma", "gae_lambda", "num_epochs", "minibatch_size", "train_batch_size_per_learner"]],
   ["Resources", ["num_env_runners", "num_envs_per_env_runner", "num_learners", "overlap_sampling", "num_gpus_per_learner", "learner_precision", "inference_device"]],
