@@ -28,29 +28,42 @@ class Policy:
     """The inference module + its observation connectors (filter stats frozen).
 
     `act(obs)` takes ONE observation of the env and returns the action to send it; call
-    `reset()` at every episode start (frame stacking starts from zeros).
+    `reset()` at every episode start (frame stacking starts from zeros). An MLP policy acts
+    through the EnvRunners' numpy path (`numpy_policy`), anything else through the module.
     """
 
     config: PPOConfig
     module: Any  # PPOModule, inference-only
     env_to_module: Any  # EnvToModulePipeline for one env
     module_to_env: Any  # ModuleToEnvPipeline
+    numpy_policy: Any = None  # NumpyPolicy, where it supports the module
     _first: bool = True
 
     def reset(self) -> None:
         self._first = True
 
+    def seed(self, seed: int) -> None:
+        """Seed the draws of a stochastic evaluation."""
+        torch.manual_seed(seed)
+        if self.numpy_policy is not None:
+            self.numpy_policy.rng = np.random.default_rng(seed)
+
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
         batch = self.env_to_module(np.asarray(obs)[None], np.array([self._first]))  # [1, *obs]
         self._first = False
-        actions, _, _ = self.module.sample(torch.from_numpy(batch), explore=not deterministic)
-        return self.module_to_env(actions.numpy())[0]
+        if self.numpy_policy is not None:
+            actions = self.numpy_policy.sample(batch, explore=not deterministic)[0]
+        else:
+            actions = self.module.sample(torch.from_numpy(batch), explore=not deterministic)[0]
+            actions = actions.numpy()
+        return self.module_to_env(actions)[0]
 
 
 def load_policy(path: str | Path) -> Policy:
     from trainer.connectors import build_env_to_module, build_module_to_env
     from trainer.envs import env_spaces
     from trainer.module import PPOModule
+    from trainer.numpy_policy import NumpyPolicy
 
     config, state = load(Path(path))
     obs_space, action_space = env_spaces(config.env_id, config.env_config)
@@ -62,7 +75,12 @@ def load_policy(path: str | Path) -> Policy:
     module = PPOModule(env_to_module.output_space, action_space, config.model, inference_only=True)
     module.load_inference_state_dict(_module_weights(state["learner"]))
     module.eval()
-    return Policy(config, module, env_to_module, build_module_to_env(action_space))
+    numpy_policy = (
+        NumpyPolicy(module, np.random.default_rng(config.seed))
+        if NumpyPolicy.supports(module, torch.device("cpu"))
+        else None
+    )
+    return Policy(config, module, env_to_module, build_module_to_env(action_space), numpy_policy)
 
 
 def _module_weights(learner_state: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -119,7 +137,7 @@ def evaluate(
     if video is not None:
         headless_rendering()  # before the first env: MuJoCo reads MUJOCO_GL on import
     policy = load_policy(path)
-    torch.manual_seed(seed)
+    policy.seed(seed)
     config = policy.config
     env = gym.make(config.env_id, **config.env_config)
     returns: list[float] = []
