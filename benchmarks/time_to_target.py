@@ -13,11 +13,13 @@ last 100 finished episodes first reaches the target; the run is then stopped.
 
     .venv/bin/python benchmarks/time_to_target.py [--env CartPole-v1] [--peers sb3,cleanrl,rllib]
         [--seeds 0,1,2] [--timeout 300] [--target 475] [--without-rollout] [--json FILE]
+        [--rollout-set KEY=VALUE ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -123,6 +125,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--target", type=float, help="mean of the last 100 episodes (default: TARGETS[env])"
     )
     parser.add_argument("--without-rollout", action="store_true", help="peers only")
+    parser.add_argument(
+        "--rollout-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a `rollout train --set` override for Rollout's runs (e.g. vector_env=serial)",
+    )
     parser.add_argument("--json", type=Path, help="write every run and the summary here")
     parser.add_argument(
         "--results-dir",
@@ -163,6 +172,11 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             run_dir = out_dir / f"{name}-s{seed}"
             contender = CONTENDERS[name]
+            if name == "rollout" and args.rollout_set:
+                overrides = tuple(a for kv in args.rollout_set for a in ("--set", kv))
+                contender = dataclasses.replace(
+                    contender, extra_args=(*contender.extra_args, *overrides)
+                )
             result = run_once(contender, args.env, seed, args.target, args.timeout, run_dir)
             results.append(result)
             print(_run_line(result), flush=True)
@@ -170,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
 
     summary = summarize(results, names)
     describe = {n: CONTENDERS[n].describe for n in names}
+    if args.rollout_set and "rollout" in describe:
+        describe["rollout"] += f", --set {' '.join(args.rollout_set)}"
     print()
     print(table(summary, args.target, describe))
     verdict = target_verdict(summary)

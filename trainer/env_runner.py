@@ -152,7 +152,6 @@ class EnvRunner:
         cpu_threads = config.torch_num_threads
         if in_actor:  # an actor computes on the CPUs Ray reserved for it, not the node's cores
             cpu_threads = max(1, min(cpu_threads, int(config.num_cpus_per_env_runner)))
-        set_cpu_threads(cpu_threads)
         threads = env_threads(
             config.num_cpus_per_env_runner, in_actor, overlap=config.overlap_sampling
         )
@@ -180,6 +179,7 @@ class EnvRunner:
             if NumpyPolicy.supports(self.module, self.device)
             else None
         )
+        set_cpu_threads(cpu_threads, numpy_math=self._np_policy is not None)
         self._to_device = HostToDevice(self.device)
         self._on_gpu = self.device.type == "cuda"
         # Sampling gets its own stream: with overlap, its small kernels and copies would

@@ -36,7 +36,13 @@ from torch import nn
 
 from trainer.batch import TrainBatch, build_train_batch
 from trainer.config import PPOConfig
-from trainer.devices import HostStaging, forward_autocast, set_cpu_threads, set_matmul_precision
+from trainer.devices import (
+    HostStaging,
+    blas_threads,
+    forward_autocast,
+    set_cpu_threads,
+    set_matmul_precision,
+)
 from trainer.episode import EpisodeChunk
 from trainer.hand_grad import HandGradStep, NumpyBatch
 from trainer.module import PPOModule
@@ -188,7 +194,7 @@ class PPOLearner:
         hand_grad: bool = True,
     ) -> None:
         """hand_grad=False keeps autograd even where the hand-written step applies (tests)."""
-        set_cpu_threads(config.torch_num_threads)
+        torch.set_num_threads(config.torch_num_threads)  # the initial weights as always
         self.config = config
         self.device = torch.device(device)
         self.rank, self.world_size = rank, world_size
@@ -219,6 +225,7 @@ class PPOLearner:
             self.optimizer = EagerAdam(
                 self.module.parameters(), lr=config.lr, eps=_ADAM_EPS, fused=True
             )
+        set_cpu_threads(config.torch_num_threads, numpy_math=self._hand_step is not None)
         self.kl_coeff = config.kl_coeff
         self.num_updates = 0
         self.num_steps_trained = 0
@@ -303,7 +310,8 @@ class PPOLearner:
     def _sgd(self, batch: TrainBatch) -> torch.Tensor:
         """num_epochs passes of shuffled minibatches; returns per-stat sums over all steps."""
         if self._hand_step is not None:
-            return self._hand_sgd(NumpyBatch.of(batch))
+            with blas_threads(self.config.torch_num_threads):
+                return self._hand_sgd(NumpyBatch.of(batch))
         cfg = self.config
         params = list(self.module.parameters())
         max_norm = cfg.grad_clip if cfg.grad_clip is not None else float("inf")

@@ -20,8 +20,10 @@ p.add_argument("--env")
 p.add_argument("--stop-return", type=float)
 p.add_argument("--seed", type=int)
 p.add_argument("--out", type=pathlib.Path)
+p.add_argument("--set", action="append", default=[])
 args = p.parse_args()
 args.out.mkdir(parents=True)
+(args.out / "set.json").write_text(json.dumps(args.set))
 start = time.monotonic()
 with (args.out / "metrics.jsonl").open("a") as f:
     for i in range(1, 6):
@@ -93,3 +95,16 @@ def test_main_refuses_missing_executables(
     monkeypatch.setitem(time_to_target.CONTENDERS, "sb3", missing)
     assert time_to_target.main(["--without-rollout", "--peers", "sb3"]) == 2
     assert "make -C benchmarks peers" in capsys.readouterr().err
+
+
+def test_rollout_set_reaches_rollouts_runs_only(
+    fakes: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = fakes / "results"
+    argv = ["--peers", "sb3", "--seeds", "0", "--timeout", "30", "--results-dir", str(results)]
+    argv += ["--rollout-set", "vector_env=serial", "--rollout-set", "lr=0.001"]
+    assert time_to_target.main(argv) == 0
+    (run,) = results.iterdir()
+    overrides = json.loads((run / "rollout-s0" / "out" / "set.json").read_text())
+    assert overrides == ["vector_env=serial", "lr=0.001"]
+    assert "| fake Rollout, --set vector_env=serial lr=0.001 |" in capsys.readouterr().out
