@@ -11,10 +11,7 @@ copy per step (`StepOutputs`), not one per tensor.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from contextlib import AbstractContextManager
 
 import numpy as np
 import torch
@@ -22,42 +19,20 @@ import torch
 from trainer.config import PPOConfig
 
 
-def set_cpu_threads(n: int, *, numpy_math: bool) -> None:
-    """Threads for CPU math in this process: `n` for torch's pool unless the math is numpy's
-    (the numpy policy and the hand-written step), one BLAS thread outside `blas_threads`.
+def set_cpu_threads(n: int) -> None:
+    """Threads for CPU math in this process: n for torch's pool, one for numpy's BLAS.
 
-    Never n for both: each pool's idle workers spin after a call, and a step that alternated
-    BLAS matmuls with a torch call kept both pools spinning on two cores (the HalfCheetah
-    minibatch step took 8.4 ms instead of 0.8). OpenBLAS would otherwise start one thread per
-    core of the machine, not of the CPUs Ray reserved for an actor."""
-    torch.set_num_threads(1 if numpy_math else n)
-    _set_blas_threads(1)
+    The numpy paths (the policy, the hand-written step) do their wide matmuls through torch
+    (hand_grad._matmul), so one pool is enough, and two would fight: OpenBLAS's idle workers
+    spin for as long as calls keep coming (through a whole sampling phase), and with both
+    pools at two threads on two cores the HalfCheetah minibatch step took 8.4 ms instead of
+    0.8, and at random twice its time even with OpenBLAS's threads limited to its SGD phase.
+    torch's OpenMP workers sleep soon after their last parallel region. OpenBLAS would also
+    start one thread per core of the machine, not of the CPUs Ray reserved for an actor."""
+    from threadpoolctl import threadpool_limits
 
-
-@functools.cache
-def _blas_libraries() -> list[Any]:
-    """threadpoolctl's handles on the BLAS libraries loaded now (numpy's OpenBLAS): a scan of
-    the process's libraries, once; setting their threads then costs a C call (~1 us)."""
-    from threadpoolctl import ThreadpoolController
-
-    return list(ThreadpoolController().select(user_api="blas").lib_controllers)
-
-
-def _set_blas_threads(n: int) -> None:
-    for library in _blas_libraries():
-        library.set_num_threads(n)
-
-
-@contextmanager
-def blas_threads(n: int) -> Iterator[None]:
-    """n BLAS threads inside (the hand-written SGD phase), one again after: OpenBLAS's idle
-    workers spin for as long as calls keep coming, so left at n they spun through the whole
-    sampling phase (a core's worth of CPU) and made every other SGD phase twice as slow."""
-    _set_blas_threads(n)
-    try:
-        yield
-    finally:
-        _set_blas_threads(1)
+    torch.set_num_threads(n)
+    threadpool_limits(1, user_api="blas")
 
 
 def learner_device(config: PPOConfig) -> torch.device:

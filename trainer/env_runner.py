@@ -179,7 +179,7 @@ class EnvRunner:
             if NumpyPolicy.supports(self.module, self.device)
             else None
         )
-        set_cpu_threads(cpu_threads, numpy_math=self._np_policy is not None)
+        set_cpu_threads(cpu_threads)
         self._to_device = HostToDevice(self.device)
         self._on_gpu = self.device.type == "cuda"
         # Sampling gets its own stream: with overlap, its small kernels and copies would

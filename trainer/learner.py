@@ -36,13 +36,7 @@ from torch import nn
 
 from trainer.batch import TrainBatch, build_train_batch
 from trainer.config import PPOConfig
-from trainer.devices import (
-    HostStaging,
-    blas_threads,
-    forward_autocast,
-    set_cpu_threads,
-    set_matmul_precision,
-)
+from trainer.devices import HostStaging, forward_autocast, set_cpu_threads, set_matmul_precision
 from trainer.episode import EpisodeChunk
 from trainer.hand_grad import HandGradStep, NumpyBatch
 from trainer.module import PPOModule
@@ -225,7 +219,7 @@ class PPOLearner:
             self.optimizer = EagerAdam(
                 self.module.parameters(), lr=config.lr, eps=_ADAM_EPS, fused=True
             )
-        set_cpu_threads(config.torch_num_threads, numpy_math=self._hand_step is not None)
+        set_cpu_threads(config.torch_num_threads)
         self.kl_coeff = config.kl_coeff
         self.num_updates = 0
         self.num_steps_trained = 0
@@ -310,8 +304,7 @@ class PPOLearner:
     def _sgd(self, batch: TrainBatch) -> torch.Tensor:
         """num_epochs passes of shuffled minibatches; returns per-stat sums over all steps."""
         if self._hand_step is not None:
-            with blas_threads(self.config.torch_num_threads):
-                return self._hand_sgd(NumpyBatch.of(batch))
+            return self._hand_sgd(NumpyBatch.of(batch))
         cfg = self.config
         params = list(self.module.parameters())
         max_norm = cfg.grad_clip if cfg.grad_clip is not None else float("inf")

@@ -18,6 +18,7 @@ import torch
 
 from trainer.batch import TrainBatch
 from trainer.config import ModelConfig, PPOConfig
+from trainer.hand_grad import _TORCH_MATMUL_MIN
 from trainer.learner import PPOLearner
 from trainer.module import _FAST_TANH_MIN_NUMEL
 from trainer.optim import EagerAdam, FlatAdam, FlatParameters
@@ -110,6 +111,27 @@ def test_gradients_and_losses_match_autograd(
             assert p_hand.grad is not None and p_auto.grad is not None
             assert p_auto.grad.abs().sum() > 0, name
             torch.testing.assert_close(p_hand.grad, p_auto.grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_wide_layers_take_torchs_matmul_and_match_autograd(threads: int) -> None:
+    """256-wide layers (rl-zoo's MuJoCo policy): their 64-row products go through torch.mm on
+    views of the numpy arrays (hand_grad._matmul), on one thread or two."""
+    config = _config("gaussian", "relu", False, None, 0.01)
+    config = config.model_copy(
+        update={
+            "torch_num_threads": threads,
+            "model": config.model.model_copy(update={"hidden_sizes": (256, 256)}),
+        }
+    )
+    hand, auto = _learners(config, "gaussian")
+    assert 64 * 256 * 256 >= _TORCH_MATMUL_MIN > 64 * 16 * 16
+    mb = _minibatch(auto, 64, seed=5)
+    torch.testing.assert_close(hand._gradients(mb), auto._gradients(mb), rtol=1e-5, atol=1e-6)
+    for (name, p_hand), p_auto in zip(
+        hand.module.named_parameters(), auto.module.parameters(), strict=True
+    ):
+        torch.testing.assert_close(p_hand.grad, p_auto.grad, rtol=1e-4, atol=1e-6, msg=name)
 
 
 @pytest.mark.parametrize("dist", ["categorical", "gsde"])
