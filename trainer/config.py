@@ -294,7 +294,11 @@ class PPOConfig(_Frozen):
         default=1,
         ge=1,
         le=256,
-        description="torch threads per process; 1 is fastest for small networks on CPU.",
+        description=(
+            "CPU threads for the network math of each process (torch's pool; numpy's BLAS stays "
+            "at one). 1 is fastest for small networks; presets with a CNN or 256-wide layers "
+            "get every core of a serial run (or the Learner actor's CPUs) unless set."
+        ),
     )
 
     # --- batch sizes ---------------------------------------------------------------------------
