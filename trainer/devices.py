@@ -35,6 +35,39 @@ def set_cpu_threads(n: int) -> None:
     threadpool_limits(1, user_api="blas")
 
 
+class ThreadChoice:
+    """Whether one torch thread or `n` runs an SGD phase faster, measured as the run goes.
+
+    Why measured: on a virtual machine, whether a second vCPU gives a second core's throughput
+    changes by the hour. Here two threads took HalfCheetah's 64 x 256 x 256 products from 90 to
+    55 us one afternoon and not at all (88 us) two hours later, and then a two-thread SGD phase
+    took 270 ms against one thread's 150 (its threads wait on each other), for stretches of
+    tens of iterations. So each option is timed on whole updates: each in turn at first, then
+    the faster one, with the other timed again every `recheck` updates (re-checks cost at
+    most one slow update in `recheck`). Both give the same numbers here: the products split
+    their output rows between threads (tests/trainer/test_hand_grad.py checks this).
+    """
+
+    def __init__(self, n: int, recheck: int = 16) -> None:
+        self.options = (1, n) if n > 1 else (1,)
+        self.recheck = recheck
+        self.seconds: dict[int, float] = {}  # last seconds per minibatch step, by threads
+        self.updates = 0
+
+    def pick(self) -> int:
+        untried = [k for k in self.options if k not in self.seconds]
+        if untried:
+            return untried[0]
+        best = min(self.options, key=self.seconds.__getitem__)
+        if len(self.options) > 1 and self.updates % self.recheck == self.recheck - 1:
+            return next(k for k in self.options if k != best)
+        return best
+
+    def record(self, threads: int, seconds_per_step: float) -> None:
+        self.seconds[threads] = seconds_per_step
+        self.updates += 1
+
+
 def learner_device(config: PPOConfig) -> torch.device:
     """The device of a Learner in this process (Ray narrows CUDA_VISIBLE_DEVICES to its GPU)."""
     return torch.device("cuda:0" if config.num_gpus_per_learner > 0 else "cpu")

@@ -1,7 +1,9 @@
 """EnvRunner: steps a vector env with an inference-only policy and returns episode chunks.
 
 It only acts: actions, their log-probs and distribution inputs. Values, bootstrapping and GAE
-are the Learner's job (RLlib new API stack, PR #42272). A plain class: `ray.remote` is applied
+are the Learner's job (RLlib new API stack, PR #42272). An MLP policy on a CPU acts through
+trainer/numpy_policy.py (the same forward pass and draws in numpy, from the runner's own
+generator, `rng`); a CNN or a GPU through the torch module. A plain class: `ray.remote` is applied
 once, in env_runner_group.py, and serial mode uses it as is.
 
 Recording: every sample() call fills preallocated [K, N] numpy buffers (K vector steps, N

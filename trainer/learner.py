@@ -36,7 +36,13 @@ from torch import nn
 
 from trainer.batch import TrainBatch, build_train_batch
 from trainer.config import PPOConfig
-from trainer.devices import HostStaging, forward_autocast, set_cpu_threads, set_matmul_precision
+from trainer.devices import (
+    HostStaging,
+    ThreadChoice,
+    forward_autocast,
+    set_cpu_threads,
+    set_matmul_precision,
+)
 from trainer.episode import EpisodeChunk
 from trainer.hand_grad import HandGradStep, NumpyBatch
 from trainer.module import PPOModule
@@ -220,6 +226,8 @@ class PPOLearner:
                 self.module.parameters(), lr=config.lr, eps=_ADAM_EPS, fused=True
             )
         set_cpu_threads(config.torch_num_threads)
+        # Threads of the hand-written SGD phase: 1 or torch_num_threads, whichever is faster.
+        self._threads = ThreadChoice(config.torch_num_threads)
         self.kl_coeff = config.kl_coeff
         self.num_updates = 0
         self.num_steps_trained = 0
@@ -304,7 +312,13 @@ class PPOLearner:
     def _sgd(self, batch: TrainBatch) -> torch.Tensor:
         """num_epochs passes of shuffled minibatches; returns per-stat sums over all steps."""
         if self._hand_step is not None:
-            return self._hand_sgd(NumpyBatch.of(batch))
+            threads = self._threads.pick()
+            torch.set_num_threads(threads)
+            t0 = time.perf_counter()
+            sums = self._hand_sgd(NumpyBatch.of(batch))
+            steps = self.config.num_epochs * self.num_minibatches
+            self._threads.record(threads, (time.perf_counter() - t0) / steps)
+            return sums
         cfg = self.config
         params = list(self.module.parameters())
         max_norm = cfg.grad_clip if cfg.grad_clip is not None else float("inf")

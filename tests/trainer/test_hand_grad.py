@@ -18,7 +18,8 @@ import torch
 
 from trainer.batch import TrainBatch
 from trainer.config import ModelConfig, PPOConfig
-from trainer.hand_grad import _TORCH_MATMUL_MIN
+from trainer.devices import ThreadChoice
+from trainer.hand_grad import _TORCH_MATMUL_MIN, NumpyBatch
 from trainer.learner import PPOLearner
 from trainer.module import _FAST_TANH_MIN_NUMEL
 from trainer.optim import EagerAdam, FlatAdam, FlatParameters
@@ -245,3 +246,39 @@ def test_flat_adam_updates_like_torch_adam_and_shares_its_state_dict() -> None:
         torch.testing.assert_close(pc, pb, rtol=1e-6, atol=1e-7)
         torch.testing.assert_close(pd, pa, rtol=1e-6, atol=1e-7)
     assert float(opt_c.state_dict()["state"][0]["step"]) == 6.0
+
+
+def test_one_thread_or_two_give_the_same_update() -> None:
+    """The SGD phase's thread count is chosen by timing (devices.ThreadChoice), so it must not
+    change the numbers: the wide products split their output rows, not their sums."""
+    config = _config("gaussian", "relu", False, None, 0.01)
+    config = config.model_copy(
+        update={"model": config.model.model_copy(update={"hidden_sizes": (256, 256)})}
+    )
+    learners = [PPOLearner(config, OBS, ACTIONS["gaussian"]) for _ in range(2)]
+    batch = NumpyBatch.of(_minibatch(learners[0], 256, seed=9))
+    sums = []
+    for threads, learner in zip((1, 2), learners, strict=True):
+        torch.set_num_threads(threads)
+        sums.append(learner._hand_sgd(batch))
+    torch.set_num_threads(1)
+    assert torch.equal(sums[0], sums[1])
+    for p, q in zip(learners[0].module.parameters(), learners[1].module.parameters(), strict=True):
+        assert torch.equal(p, q)
+
+
+def test_thread_choice_tries_both_keeps_the_faster_and_rechecks() -> None:
+    choice = ThreadChoice(2, recheck=4)
+    seconds = {1: 1.0, 2: 0.5}
+    picked = []
+    for _ in range(10):
+        threads = choice.pick()
+        picked.append(threads)
+        choice.record(threads, seconds[threads])
+    assert picked == [1, 2, 2, 1, 2, 2, 2, 1, 2, 2]  # updates 4 and 8 recheck the slower
+    seconds[2] = 3.0  # the machine changed: two threads got slow
+    for _ in range(4):
+        threads = choice.pick()
+        choice.record(threads, seconds[threads])
+    assert choice.pick() == 1
+    assert ThreadChoice(1).pick() == 1 and ThreadChoice(1).options == (1,)
