@@ -12,7 +12,7 @@ keeps in one flat buffer, so clipping is one norm and Adam one fused kernel (tra
 0.40 ms for the same step with torch operations. The step is written in numpy over views of
 the same memory (a torch CPU tensor and `tensor.numpy()` share it): numpy's per-operation cost
 is a fraction of torch's eager dispatch, and its OpenBLAS matmuls keep up with torch's on these
-shapes, so the step took 0.17 ms (Acrobot's shape). Adam stays torch's fused kernel on the flat
+shapes, so the step took 0.19 ms (Acrobot's shape). Adam stays torch's fused kernel on the flat
 buffers (one call), the gradient norm is one BLAS dot.
 
 What it covers (`supports()`): MLP encoders (tanh or ReLU), shared or separate, Categorical,

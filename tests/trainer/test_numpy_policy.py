@@ -23,6 +23,9 @@ MODELS = {
     "gsde": ModelConfig(hidden_sizes=(8, 8), use_sde=True, log_std_init=-1.0),
 }
 
+EVERY_MODEL = pytest.mark.parametrize("model", list(MODELS.values()), ids=list(MODELS))
+EVERY_SPACE = pytest.mark.parametrize("action_space", [DISCRETE, BOX], ids=["discrete", "box"])
+
 
 def _pair(
     action_space: gym.Space, model: ModelConfig, seed: int = 0
@@ -39,8 +42,8 @@ def _obs(n: int, seed: int = 1) -> np.ndarray:
     return np.random.default_rng(seed).normal(size=(n, 5)).astype(np.float32)
 
 
-@pytest.mark.parametrize("model", list(MODELS.values()), ids=list(MODELS))
-@pytest.mark.parametrize("action_space", [DISCRETE, BOX], ids=["discrete", "box"])
+@EVERY_MODEL
+@EVERY_SPACE
 def test_dist_inputs_and_deterministic_actions_are_the_modules(
     action_space: gym.Space, model: ModelConfig
 ) -> None:
@@ -59,8 +62,8 @@ def test_dist_inputs_and_deterministic_actions_are_the_modules(
     assert logp.dtype == dist_inputs.dtype == np.float32
 
 
-@pytest.mark.parametrize("model", list(MODELS.values()), ids=list(MODELS))
-@pytest.mark.parametrize("action_space", [DISCRETE, BOX], ids=["discrete", "box"])
+@EVERY_MODEL
+@EVERY_SPACE
 def test_sampled_log_probs_are_the_distributions(
     action_space: gym.Space, model: ModelConfig
 ) -> None:
