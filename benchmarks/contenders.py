@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from benchmarks.progress import EpisodeProgress, RolloutProgress
-from trainer.resolve import zoo_entry
+from trainer.resolve import zoo_entry, zoo_env_kwargs
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
@@ -53,10 +53,7 @@ class Contender:
         command = [str(self.executable), str(self.script), "--seed", str(seed)]
         command += ["--target", str(target)]
         if self.zoo:
-            entry = zoo_entry(env_id)
-            if entry is None:
-                raise ValueError(f"{env_id}: no rl-zoo entry behind its preset for {self.name}")
-            command += ["--env", env_id, "--entry", json.dumps(entry)]
+            command += ["--env", env_id, *zoo_args(env_id)]
         elif env_id != ENV_ID:
             raise ValueError(f"{self.name} runs {ENV_ID} only, not {env_id}")
         return command
@@ -71,6 +68,18 @@ class Contender:
         if self.kind == "rollout":
             return {}
         return {"BENCH_REPORT": str(run_dir / "episodes.jsonl")}
+
+
+def zoo_args(env_id: str) -> list[str]:
+    """The SB3 peer's side of a like-for-like run: the rl-zoo entry that `env_id`'s preset was
+    ported from (`--entry`) and the gymnasium.make kwargs the preset gives the env
+    (`--env-kwargs`, as rl-zoo's train.py takes them), as command-line arguments."""
+    entry = zoo_entry(env_id)
+    if entry is None:
+        raise ValueError(f"{env_id}: no rl-zoo entry behind its preset (trainer/presets.py)")
+    args = ["--entry", json.dumps(entry)]
+    kwargs = zoo_env_kwargs(env_id)
+    return [*args, "--env-kwargs", json.dumps(kwargs)] if kwargs else args
 
 
 def _peer(name: str, venv: str, describe: str, *, zoo: bool = False) -> Contender:

@@ -33,9 +33,9 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` and `app` im
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.references.schemas import Band, ReferenceCurves, ReferenceRun
-from benchmarks.contenders import BENCH_DIR, PEER_SCRIPTS, PEERS_DIR, REPO
+from benchmarks import contenders
+from benchmarks.contenders import BENCH_DIR, PEER_SCRIPTS, PEERS_DIR, REPO, zoo_args
 from benchmarks.procs import Run
-from trainer.resolve import zoo_entry
 
 ENVS = ("CartPole-v1", "Acrobot-v1", "Pendulum-v1", "LunarLander-v3")
 WINDOW = 100  # as Rollout's episode_return_mean and SB3's ep_info_buffer
@@ -216,7 +216,7 @@ def dump(reference: ReferenceCurves) -> str:
 
 def peer_settings(env_id: str) -> dict:
     """The rl-zoo entry Rollout's preset for `env_id` was ported from: what SB3 runs."""
-    entry = zoo_entry(env_id)
+    entry = contenders.zoo_entry(env_id)
     if entry is None:
         raise SystemExit(f"{env_id}: no rl-zoo entry behind its preset (trainer/presets.py)")
     return entry
@@ -236,7 +236,7 @@ def run_seed(env_id: str, seed: int, budget: int, timeout_s: float, run_dir: Pat
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "BENCH_REPORT": str(report)}
     env["BENCH_T0"] = repr(time.time())
     cmd = [str(PYTHON), str(SCRIPT), "--env", env_id, "--seed", str(seed)]
-    cmd += ["--entry", json.dumps(peer_settings(env_id)), "--total-timesteps", str(budget)]
+    cmd += [*zoo_args(env_id), "--total-timesteps", str(budget)]
     run = Run(cmd, env, REPO, run_dir)
     try:
         while not run.exited():

@@ -38,11 +38,10 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.contenders import BENCH_DIR, REPO
+from benchmarks.contenders import BENCH_DIR, REPO, zoo_args
 from benchmarks.docs_section import write_section
 from benchmarks.references import PYTHON as SB3_PYTHON
 from benchmarks.references import SCRIPT as SB3_SCRIPT
-from benchmarks.references import peer_settings
 from trainer.resolve import resolve_config
 
 ROLLOUT = REPO / ".venv" / "bin" / "rollout"
@@ -141,13 +140,12 @@ def run_one(row: ZooRow, seed: int, work: Path) -> dict[str, Any]:
 
 def run_sb3(row: ZooRow, seed: int, work: Path) -> dict[str, Any]:
     """Train and evaluate one seed with SB3 and the preset's rl-zoo entry; the RESULTS line."""
-    entry = peer_settings(row.env_id)
     name = f"sb3-{row.env_id.replace('/', '_')}-s{seed}"
     report, log = work / f"{name}.episodes.jsonl", work / f"{name}.log"
     report.unlink(missing_ok=True)
     args = ["--env", row.env_id, "--seed", str(seed), "--total-timesteps", str(row.budget)]
     args += ["--evaluate", str(EVAL_EPISODES), "--eval-seed", str(EVAL_SEED_OFFSET + seed)]
-    cmd = [str(SB3_PYTHON), str(SB3_SCRIPT), "--entry", json.dumps(entry), *args]
+    cmd = [str(SB3_PYTHON), str(SB3_SCRIPT), *zoo_args(row.env_id), *args]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "BENCH_REPORT": str(report)}
     env["BENCH_T0"] = repr(time.time())  # episode times from process start, as time_to_target.py
     t0 = time.monotonic()

@@ -77,6 +77,15 @@ def zoo_entry(env_id: str) -> dict[str, Any] | None:
     return None if entry is None else dict(entry)
 
 
+def zoo_env_kwargs(env_id: str) -> dict[str, Any]:
+    """The gymnasium.make kwargs `env_id`'s preset gives the env alongside its rl-zoo entry
+    (rl-zoo's `--env-kwargs`): what the SB3 side of a benchmark must make its envs with."""
+    family, base = family_of(env_id), env_base_name(env_id)
+    if family is None or base not in PRESETS[family].envs:
+        return {}
+    return dict(PRESETS[family].envs[base].values.get("env_config", {}))
+
+
 def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     """`over` on top of `base`; dicts on both sides merge key by key, anything else replaces."""
     out = copy.deepcopy(dict(base))

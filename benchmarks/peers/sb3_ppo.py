@@ -20,13 +20,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--env", required=True)
     parser.add_argument("--entry", type=json.loads, required=True, help="rl-zoo entry as JSON")
+    parser.add_argument(
+        "--env-kwargs", type=json.loads, default={}, help="gymnasium.make kwargs as JSON"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--target", type=float, required=True)
     parser.add_argument("--torch-threads", type=int, default=1)
     args = parser.parse_args()
 
     torch.set_num_threads(args.torch_threads)
-    model, total = build(args.env, args.entry, args.seed)
+    model, total = build(args.env, args.entry, args.seed, args.env_kwargs)
     model.learn(total_timesteps=total, callback=ReportEpisodes(EpisodeReport(args.target)))
 
 

@@ -21,6 +21,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", required=True)
     parser.add_argument("--entry", type=json.loads, required=True, help="rl-zoo entry as JSON")
+    parser.add_argument(
+        "--env-kwargs", type=json.loads, default={}, help="gymnasium.make kwargs as JSON"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--total-timesteps",
@@ -38,7 +41,7 @@ def main() -> None:
     from sb3_zoo import ReportEpisodes, build
 
     torch.set_num_threads(args.torch_threads)
-    model, zoo_budget = build(args.env, args.entry, args.seed)
+    model, zoo_budget = build(args.env, args.entry, args.seed, args.env_kwargs)
     budget = min(args.total_timesteps or zoo_budget, zoo_budget)
     # SB3 computes progress_remaining over the total_timesteps it is given: learn() the zoo's
     # budget and stop at ours, so that lin_ schedules match the zoo's even on a shorter run.
@@ -46,17 +49,18 @@ def main() -> None:
     done = {"done": True, "sb3": stable_baselines3.__version__, "env_steps": model.num_timesteps}
     print(json.dumps(done), flush=True)
     if args.evaluate:
-        print(json.dumps(evaluate(model, args.env, args.evaluate, args.eval_seed)), flush=True)
+        report = evaluate(model, args.env, args.evaluate, args.eval_seed, args.env_kwargs)
+        print(json.dumps(report), flush=True)
 
 
-def evaluate(model, env_id: str, episodes: int, seed: int) -> dict:
+def evaluate(model, env_id: str, episodes: int, seed: int, env_kwargs: dict) -> dict:
     """Deterministic returns of `episodes` episodes, as rl-zoo's enjoy.py / evaluate_policy."""
     import numpy as np
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.vec_env import VecNormalize
 
-    env = make_vec_env(env_id, n_envs=1, seed=seed)
+    env = make_vec_env(env_id, n_envs=1, seed=seed, env_kwargs=env_kwargs)
     trained = model.get_env()
     if isinstance(trained, VecNormalize):  # the training statistics, frozen; raw rewards
         env = VecNormalize(env, training=False, norm_reward=False, clip_obs=trained.clip_obs)

@@ -37,14 +37,17 @@ def policy_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def build(env_id: str, entry: dict[str, Any], seed: int) -> tuple[PPO, int]:
-    """The PPO model for one rl-zoo entry, and the entry's n_timesteps."""
+def build(
+    env_id: str, entry: dict[str, Any], seed: int, env_kwargs: dict[str, Any] | None = None
+) -> tuple[PPO, int]:
+    """The PPO model for one rl-zoo entry, and the entry's n_timesteps; `env_kwargs` go to
+    gymnasium.make (rl-zoo's `--env-kwargs`)."""
     hyper = dict(entry)
     n_envs = int(hyper.pop("n_envs", 1))
     total = int(hyper.pop("n_timesteps"))
     policy = hyper.pop("policy", "MlpPolicy")
     normalize = hyper.pop("normalize", False)
-    env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
+    env = make_vec_env(env_id, n_envs=n_envs, seed=seed, env_kwargs=env_kwargs)
     if normalize:
         env = VecNormalize(env, gamma=hyper.get("gamma", 0.99))
     for key in ("learning_rate", "clip_range"):

@@ -105,6 +105,16 @@ def test_sb3_runs_the_rl_zoo_entry_of_rollouts_preset(tmp_path: Path) -> None:
     assert rollout[1:7] == ["train", "--env", "Acrobot-v1", "--stop-return", "-100", "--seed"]
 
 
+def test_sb3_makes_its_envs_with_the_presets_env_kwargs(tmp_path: Path) -> None:
+    """Ant's preset observes Ant-v4's 27 numbers (env_config); SB3 gets them too, as rl-zoo's
+    --env-kwargs, and an env whose preset sets none gets no --env-kwargs."""
+    ant = CONTENDERS["sb3"].command("Ant-v5", 0, 6000.0, tmp_path)
+    kwargs = json.loads(ant[ant.index("--env-kwargs") + 1])
+    assert kwargs == {"include_cfrc_ext_in_observation": False}
+    assert json.loads(ant[ant.index("--entry") + 1]) == PRESETS["mujoco"].envs["Ant"].zoo_entry
+    assert "--env-kwargs" not in CONTENDERS["sb3"].command("HalfCheetah-v5", 0, 4800.0, tmp_path)
+
+
 def test_cartpole_only_peers_refuse_other_envs(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="CartPole-v1 only"):
         CONTENDERS["cleanrl"].command("Acrobot-v1", 0, -100.0, tmp_path)

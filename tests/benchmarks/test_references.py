@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.references.schemas import ReferenceCurves
-from benchmarks import references
+from benchmarks import contenders, references
 from benchmarks.contenders import PEER_SCRIPTS
 from benchmarks.references import Episode, band, curves_of, rolling_mean, value_at
 
@@ -87,7 +87,7 @@ def test_the_command_writes_a_valid_reference(monkeypatch, tmp_path: Path, capsy
     monkeypatch.setattr(references, "PYTHON", Path(sys.executable))
     monkeypatch.setattr(references, "SCRIPT", script)
     monkeypatch.setattr(references, "sb3_version", lambda: "0.0-fake")
-    monkeypatch.setattr(references, "zoo_entry", lambda env: {"n_envs": 2, "n_timesteps": 10000})
+    monkeypatch.setattr(contenders, "zoo_entry", lambda env: {"n_envs": 2, "n_timesteps": 10000})
     out = tmp_path / "data"
     argv = ["--envs", "Fake-v1", "--seeds", "0,1,2", "--points", "20", "--out", str(out)]
     argv += ["--budget", "Fake-v1=5000", "--results-dir", str(tmp_path / "results")]
@@ -119,7 +119,7 @@ def test_a_failing_peer_writes_nothing(monkeypatch, tmp_path: Path):
     monkeypatch.setattr(references, "PYTHON", Path(sys.executable))
     monkeypatch.setattr(references, "SCRIPT", script)
     monkeypatch.setattr(references, "sb3_version", lambda: "0.0-fake")
-    monkeypatch.setattr(references, "zoo_entry", lambda env: {"n_timesteps": 10})
+    monkeypatch.setattr(contenders, "zoo_entry", lambda env: {"n_timesteps": 10})
     out = tmp_path / "data"
     argv = ["--envs", "Fake-v1", "--seeds", "0", "--out", str(out)]
     with pytest.raises(RuntimeError, match="exit 1"):

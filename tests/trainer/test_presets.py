@@ -10,7 +10,15 @@ from pydantic import ValidationError
 
 from trainer.config import PPOConfig, PresetName
 from trainer.presets import PRESETS, SB3_PPO_DEFAULTS, from_zoo
-from trainer.resolve import deep_merge, env_base_name, family_of, leaf_paths, resolve_config
+from trainer.resolve import (
+    deep_merge,
+    env_base_name,
+    family_of,
+    leaf_paths,
+    resolve_config,
+    zoo_entry,
+    zoo_env_kwargs,
+)
 
 # One env id per preset, and one per per-env entry.
 FAMILY_IDS = {
@@ -273,3 +281,23 @@ def test_gsde_entries_keep_their_exploration() -> None:
     assert not car.model.use_sde
     assert car.model.log_std_init == -3.29 and not car.model.ortho_init
     assert not resolve_config({"env_id": "HalfCheetah-v5"}).config.model.use_sde
+
+
+def test_ant_observes_ant_v4s_numbers_and_keeps_its_entry_verbatim() -> None:
+    """Ant's preset is rl-zoo's entry with v4's observation (no contact forces): env_config
+    carries it, zoo_env_kwargs hands it to the SB3 side, the zoo entry itself is unchanged, and
+    a user's env_config still merges on top key by key."""
+    ant = resolve_config({"env_id": "Ant-v5"})
+    assert ant.config.env_config == {"include_cfrc_ext_in_observation": False}
+    assert "env_config.include_cfrc_ext_in_observation" in ant.fields
+    assert zoo_env_kwargs("Ant-v5") == {"include_cfrc_ext_in_observation": False}
+    assert zoo_entry("Ant-v5") == {"normalize": True, "n_timesteps": 1e6, "policy": "MlpPolicy"}
+    assert zoo_env_kwargs("HalfCheetah-v5") == {} and zoo_env_kwargs("my_envs:Custom-v0") == {}
+    mine = resolve_config({"env_id": "Ant-v5", "env_config": {"ctrl_cost_weight": 0.1}})
+    assert mine.config.env_config == {
+        "include_cfrc_ext_in_observation": False,
+        "ctrl_cost_weight": 0.1,
+    }
+    swimmer = PRESETS["mujoco"].envs["Swimmer"]
+    assert swimmer.source.endswith("(commit 208b6fdf): Swimmer-v4")
+    assert swimmer.zoo_entry is not None and swimmer.zoo_entry["n_envs"] == 4
