@@ -88,7 +88,7 @@ def test_runs_are_resumable_and_the_table_reads_right(
     assert len(results.read_text().splitlines()) == 3
 
     table = zoo_scores.markdown(zoo_scores.summary_rows(zoo_scores.load_results(results)))
-    assert "| MountainCarContinuous-v0 | 88.3 | 20,000 | 3 | 91.2 |" in table
+    assert "| MountainCarContinuous-v0 | 88.3 | 20,000 | 3 | 91.2 | 0.0 |" in table
     assert "| met |" in table and "Not run yet: CartPole-v1" in table
 
 
@@ -126,8 +126,8 @@ def test_docs_section_is_written_between_its_markers(
     zoo_scores.write_docs([row, {**row, "seed": 1, "eval_return_mean": -180.0}])
     text = docs.read_text()
     assert text.count(zoo_scores.START) == 1 and "## Other" in text
-    assert "| Pendulum-v1 | -172.2 | 100,000 | 2 | -175.0 |" in text
-    assert "short by 2.8" in text
+    assert "| Pendulum-v1 | -172.2 | 100,000 | 2 | -175.0 | 5.0 |" in text
+    assert "short by 2.8 (within one s.e.)" in text
 
 
 def test_sb3_runs_the_presets_zoo_entry_and_gets_its_own_column(
