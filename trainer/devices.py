@@ -36,36 +36,47 @@ def set_cpu_threads(n: int) -> None:
 
 
 class ThreadChoice:
-    """Whether one torch thread or `n` runs an SGD phase faster, measured as the run goes.
+    """Whether one torch thread or `n` runs SGD faster, measured epoch by epoch as a run goes.
 
-    Why measured: on a virtual machine, whether a second vCPU gives a second core's throughput
-    changes by the hour. Here two threads took HalfCheetah's 64 x 256 x 256 products from 90 to
-    55 us one afternoon and not at all (88 us) two hours later, and then a two-thread SGD phase
-    took 270 ms against one thread's 150 (its threads wait on each other), for stretches of
-    tens of iterations. So each option is timed on whole updates: each in turn at first, then
-    the faster one, with the other timed again every `recheck` updates (re-checks cost at
-    most one slow update in `recheck`). Both give the same numbers here: the products split
-    their output rows between threads (tests/trainer/test_hand_grad.py checks this).
+    Why measured: whether a second thread pays changes with the machine. On this virtual
+    machine two threads took HalfCheetah's 64 x 256 x 256 products from 90 to 55 us one
+    afternoon and not at all (88 us) two hours later, when a two-thread SGD phase took 270 ms
+    against one thread's 150 (its threads wait on each other); with a third process on the two
+    cores a two-thread epoch took a hundred times longer. So the options are timed on whole
+    epochs: each in turn at first, then the faster one, with the slower one timed again after
+    `recheck` epochs, an interval that doubles (up to `max_recheck`) every time it is still the
+    slower. The numbers are the same either way: the products split their output rows between
+    threads, not their sums (tests/trainer/test_hand_grad.py checks this).
     """
 
-    def __init__(self, n: int, recheck: int = 16) -> None:
+    def __init__(self, n: int, recheck: int = 64, max_recheck: int = 4096) -> None:
         self.options = (1, n) if n > 1 else (1,)
-        self.recheck = recheck
+        self.recheck, self.max_recheck = recheck, max_recheck
+        self.interval = recheck  # epochs until the slower option is timed again
         self.seconds: dict[int, float] = {}  # last seconds per minibatch step, by threads
-        self.updates = 0
+        self.best = 1
+        self.since = 0  # epochs since the slower option was last timed
 
     def pick(self) -> int:
         untried = [k for k in self.options if k not in self.seconds]
         if untried:
             return untried[0]
-        best = min(self.options, key=self.seconds.__getitem__)
-        if len(self.options) > 1 and self.updates % self.recheck == self.recheck - 1:
-            return next(k for k in self.options if k != best)
-        return best
+        if len(self.options) > 1 and self.since >= self.interval:
+            return next(k for k in self.options if k != self.best)
+        return self.best
 
     def record(self, threads: int, seconds_per_step: float) -> None:
         self.seconds[threads] = seconds_per_step
-        self.updates += 1
+        if len(self.seconds) < len(self.options):
+            return
+        best = min(self.options, key=self.seconds.__getitem__)
+        if threads != self.best or best != self.best:  # a recheck, or the first full round
+            self.since = 0
+            kept = best == self.best
+            self.interval = min(self.interval * 2, self.max_recheck) if kept else self.recheck
+            self.best = best
+        else:
+            self.since += 1
 
 
 def learner_device(config: PPOConfig) -> torch.device:

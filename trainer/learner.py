@@ -226,7 +226,7 @@ class PPOLearner:
                 self.module.parameters(), lr=config.lr, eps=_ADAM_EPS, fused=True
             )
         set_cpu_threads(config.torch_num_threads)
-        # Threads of the hand-written SGD phase: 1 or torch_num_threads, whichever is faster.
+        # Threads of a hand-written SGD epoch: 1 or torch_num_threads, whichever is faster.
         self._threads = ThreadChoice(config.torch_num_threads)
         self.kl_coeff = config.kl_coeff
         self.num_updates = 0
@@ -312,13 +312,7 @@ class PPOLearner:
     def _sgd(self, batch: TrainBatch) -> torch.Tensor:
         """num_epochs passes of shuffled minibatches; returns per-stat sums over all steps."""
         if self._hand_step is not None:
-            threads = self._threads.pick()
-            torch.set_num_threads(threads)
-            t0 = time.perf_counter()
-            sums = self._hand_sgd(NumpyBatch.of(batch))
-            steps = self.config.num_epochs * self.num_minibatches
-            self._threads.record(threads, (time.perf_counter() - t0) / steps)
-            return sums
+            return self._hand_sgd(NumpyBatch.of(batch))
         cfg = self.config
         params = list(self.module.parameters())
         max_norm = cfg.grad_clip if cfg.grad_clip is not None else float("inf")
@@ -355,7 +349,8 @@ class PPOLearner:
 
     def _hand_sgd(self, batch: NumpyBatch) -> torch.Tensor:
         """_sgd on the hand-written step: the same epochs, shuffles (the same generator) and
-        minibatches, in numpy over views of the batch; Adam over the flat buffers."""
+        minibatches, in numpy over views of the batch; Adam over the flat buffers. Each epoch
+        runs on the torch threads `ThreadChoice` picks and times."""
         cfg = self.config
         assert self._hand_step is not None and self._flat is not None
         max_norm = cfg.grad_clip if cfg.grad_clip is not None else float("inf")
@@ -377,10 +372,14 @@ class PPOLearner:
                 minibatches = [batch.rows(perm[a:b]) for a, b in itertools.pairwise(bounds)]
                 if per_minibatch:
                     minibatches = [mb.standardized() for mb in minibatches]
+            threads = self._threads.pick()
+            torch.set_num_threads(threads)
+            t0 = time.perf_counter()
             for mb in minibatches:
                 sums[:5] += self._hand_step.step(mb)
                 sums[5] += self._flat.clip_grad_norm_(max_norm)
                 self._adam.update()
+            self._threads.record(threads, (time.perf_counter() - t0) / len(minibatches))
         return torch.from_numpy(sums).float()
 
     def _gradients(self, mb: TrainBatch) -> torch.Tensor:

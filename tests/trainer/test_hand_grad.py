@@ -267,18 +267,22 @@ def test_one_thread_or_two_give_the_same_update() -> None:
         assert torch.equal(p, q)
 
 
-def test_thread_choice_tries_both_keeps_the_faster_and_rechecks() -> None:
-    choice = ThreadChoice(2, recheck=4)
+def test_thread_choice_tries_both_keeps_the_faster_and_rechecks_less_often() -> None:
+    choice = ThreadChoice(2, recheck=2, max_recheck=8)
     seconds = {1: 1.0, 2: 0.5}
-    picked = []
-    for _ in range(10):
-        threads = choice.pick()
-        picked.append(threads)
-        choice.record(threads, seconds[threads])
-    assert picked == [1, 2, 2, 1, 2, 2, 2, 1, 2, 2]  # updates 4 and 8 recheck the slower
+
+    def run(epochs: int) -> list[int]:
+        picked = []
+        for _ in range(epochs):
+            threads = choice.pick()
+            picked.append(threads)
+            choice.record(threads, seconds[threads])
+        return picked
+
+    # Each once, then the faster; the slower again after 2, 4, 8, 8 epochs (doubled, capped).
+    assert run(26) == [1, 2] + [2] * 2 + [1] + [2] * 4 + [1] + [2] * 8 + [1] + [2] * 7
     seconds[2] = 3.0  # the machine changed: two threads got slow
-    for _ in range(4):
-        threads = choice.pick()
-        choice.record(threads, seconds[threads])
-    assert choice.pick() == 1
+    # One slow epoch flips the choice; rechecks start again at 2 epochs and back off.
+    assert run(12) == [2, 1, 1, 2, 1, 1, 1, 1, 2, 1, 1, 1]
+    assert choice.best == 1 and choice.interval == 8
     assert ThreadChoice(1).pick() == 1 and ThreadChoice(1).options == (1,)
