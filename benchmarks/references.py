@@ -37,7 +37,7 @@ from benchmarks import contenders
 from benchmarks.contenders import BENCH_DIR, PEER_SCRIPTS, PEERS_DIR, REPO, zoo_args
 from benchmarks.procs import Run
 
-ENVS = ("CartPole-v1", "Acrobot-v1", "Pendulum-v1", "LunarLander-v3")
+ENVS = ("CartPole-v1", "Acrobot-v1", "Pendulum-v1", "LunarLander-v3", "HalfCheetah-v5")
 WINDOW = 100  # as Rollout's episode_return_mean and SB3's ep_info_buffer
 # Shorter than the zoo's n_timesteps where the curve is flat long before (CPU time on a small
 # machine): Acrobot's 1e6 steps take ~10 min per seed here, and it plateaus by ~150k. The zoo
