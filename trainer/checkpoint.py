@@ -4,7 +4,8 @@ policy outside the service: evaluation.py).
 A checkpoint is a directory:
     checkpoint.json   format version, config, iteration, env_steps, episode_return_mean
     state.pt          torch.save of PPO.get_state(): learner (weights, optimizer, kl coeff),
-                      observation-filter stats, episode window, counters, torch RNG
+                      observation-filter stats, episode window, counters, torch RNG, the
+                      serial-mode EnvRunner's action stream (numpy generator state)
 `pack()` turns it into one .tar.gz (what the service stores and users download); everything
 that loads a checkpoint accepts the directory or that archive as it is.
 """

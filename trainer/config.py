@@ -212,7 +212,7 @@ class PPOConfig(_Frozen):
         ),
     )
     seed: int = Field(
-        default=0, ge=0, le=MAX_SEED, description="Seed for envs, torch and sampling."
+        default=0, ge=0, le=MAX_SEED, description="Seed for env resets, network init, action draws and shuffles."
     )
 
     # --- resources ---------------------------------------------------------------------------

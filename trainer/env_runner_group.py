@@ -186,7 +186,8 @@ class EnvRunnerGroup:
 
     def wait(self) -> None:
         """Let an in-flight local sample finish (it is kept for the next sample() call): the
-        process's torch RNG, which its action sampling draws from, is then at rest."""
+        RNGs its action sampling draws from (its numpy generator, or the process's torch RNG
+        on the module's path) are then at rest."""
         if self._in_flight is not None and self._in_flight.local is not None:
             concurrent.futures.wait([self._in_flight.local], timeout=SAMPLE_TIMEOUT_S)
 
