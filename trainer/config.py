@@ -212,7 +212,10 @@ class PPOConfig(_Frozen):
         ),
     )
     seed: int = Field(
-        default=0, ge=0, le=MAX_SEED, description="Seed for env resets, network init, action draws and shuffles."
+        default=0,
+        ge=0,
+        le=MAX_SEED,
+        description="Seed for env resets, network init, action draws and shuffles.",
     )
 
     # --- resources ---------------------------------------------------------------------------
