@@ -273,7 +273,7 @@ def test_rl_zoo_keys_without_an_equivalent_are_refused(entry: dict[str, Any], wo
 def test_gsde_entries_keep_their_exploration() -> None:
     pendulum = resolve_config({"env_id": "Pendulum-v1"}).config
     assert pendulum.model.use_sde and pendulum.sde_sample_freq == 4
-    # MountainCarContinuous reaches rl-zoo's score more reliably without it: left out, said so.
+    # MountainCarContinuous scores higher without it: left out, said so.
     car_entry = PRESETS["classic_control_continuous"].envs["MountainCarContinuous"]
     assert car_entry.zoo_entry is not None and car_entry.zoo_entry["use_sde"] is True
     assert car_entry.note.startswith("left out: use_sde: True (measured")
