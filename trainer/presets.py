@@ -324,8 +324,8 @@ CLASSIC_CONTROL_CONTINUOUS = Preset(
             why=(
                 "measured at rl-zoo's 20k steps, 50-episode deterministic evaluation, seeds "
                 "0-9: mean 57.0 without gSDE, 45.5 with it; about two seeds in three find the "
-                "flag either way, and a miss with gSDE pushes without arriving (about -90) "
-                "where one without stays near 0"
+                "flag either way, two of the three misses with gSDE push without arriving "
+                "(about -90), and the misses without stay near 0"
             ),
         ),
     },
