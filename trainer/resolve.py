@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainer.config import PPOConfig
-from trainer.presets import PRESETS, ZOO_CARTPOLE, Preset
+from trainer.presets import PRESETS, ZOO_CARTPOLE, EnvSettings, Preset
 
 _VERSION = re.compile(r"-v\d+$")
 # Presets whose envs have image observations, so the module's encoder is the Nature CNN.
@@ -65,25 +65,26 @@ def family_of(env_id: str) -> str | None:
     return None
 
 
+def _auto_env_settings(env_id: str) -> EnvSettings | None:
+    """The per-env entry of the preset "auto" picks for `env_id`, if it has one."""
+    family = family_of(env_id)
+    return None if family is None else PRESETS[family].envs.get(env_base_name(env_id))
+
+
 def zoo_entry(env_id: str) -> dict[str, Any] | None:
     """The rl-zoo entry (rl-zoo's keys, verbatim) that `env_id`'s preset was ported from, or
     None: what a benchmark runs on the SB3 side to compare like with like."""
-    family, base = family_of(env_id), env_base_name(env_id)
-    if family == "classic_control" and base == "CartPole":
+    if family_of(env_id) == "classic_control" and env_base_name(env_id) == "CartPole":
         return dict(ZOO_CARTPOLE)
-    if family is None or base not in PRESETS[family].envs:
-        return None
-    entry = PRESETS[family].envs[base].zoo_entry
-    return None if entry is None else dict(entry)
+    settings = _auto_env_settings(env_id)
+    return None if settings is None or settings.zoo_entry is None else dict(settings.zoo_entry)
 
 
 def zoo_env_kwargs(env_id: str) -> dict[str, Any]:
     """The gymnasium.make kwargs `env_id`'s preset gives the env alongside its rl-zoo entry
     (rl-zoo's `--env-kwargs`): what the SB3 side of a benchmark must make its envs with."""
-    family, base = family_of(env_id), env_base_name(env_id)
-    if family is None or base not in PRESETS[family].envs:
-        return {}
-    return dict(PRESETS[family].envs[base].values.get("env_config", {}))
+    settings = _auto_env_settings(env_id)
+    return {} if settings is None else dict(settings.values.get("env_config", {}))
 
 
 def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
