@@ -66,17 +66,20 @@ class ThreadChoice:
         return self.best
 
     def record(self, threads: int, seconds_per_step: float) -> None:
+        first_round = len(self.seconds) < len(self.options)
         self.seconds[threads] = seconds_per_step
         if len(self.seconds) < len(self.options):
             return
         best = min(self.options, key=self.seconds.__getitem__)
-        if threads != self.best or best != self.best:  # a recheck, or the first full round
-            self.since = 0
-            kept = best == self.best
-            self.interval = min(self.interval * 2, self.max_recheck) if kept else self.recheck
-            self.best = best
+        if not first_round and threads != self.best and best == self.best:
+            # A recheck of the slower option found it slower still: look again less often.
+            self.interval = min(self.interval * 2, self.max_recheck)
+        elif first_round or best != self.best:  # a first choice, or a changed one
+            self.interval = self.recheck
         else:
             self.since += 1
+            return
+        self.best, self.since = best, 0
 
 
 def learner_device(config: PPOConfig) -> torch.device:

@@ -286,3 +286,16 @@ def test_thread_choice_tries_both_keeps_the_faster_and_rechecks_less_often() -> 
     assert run(12) == [2, 1, 1, 2, 1, 1, 1, 1, 2, 1, 1, 1]
     assert choice.best == 1 and choice.interval == 8
     assert ThreadChoice(1).pick() == 1 and ThreadChoice(1).options == (1,)
+
+
+def test_thread_choice_rechecks_after_the_first_interval_whichever_option_won() -> None:
+    """The first round is a choice, not a recheck: one thread winning it backs off no sooner
+    than two threads winning it does."""
+    choice = ThreadChoice(2, recheck=2, max_recheck=8)
+    seconds = {1: 0.5, 2: 1.0}
+    picked = []
+    for _ in range(12):
+        threads = choice.pick()
+        picked.append(threads)
+        choice.record(threads, seconds[threads])
+    assert picked == [1, 2] + [1] * 2 + [2] + [1] * 4 + [2] + [1] * 2
