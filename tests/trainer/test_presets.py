@@ -301,3 +301,29 @@ def test_ant_observes_ant_v4s_numbers_and_keeps_its_entry_verbatim() -> None:
     swimmer = PRESETS["mujoco"].envs["Swimmer"]
     assert swimmer.source.endswith("(commit 208b6fdf): Swimmer-v4")
     assert swimmer.zoo_entry is not None and swimmer.zoo_entry["n_envs"] == 4
+
+
+def test_hopper_takes_tianshous_settings_in_rl_zoo_keys_which_sb3_runs_too() -> None:
+    """rl-zoo's Hopper-v3 entry stands still on v5; Hopper's preset is tianshou's MuJoCo PPO,
+    written in rl-zoo's keys (SB3's normalize_advantage included), so the SB3 side of the
+    benchmarks runs the very same entry."""
+    hopper = PRESETS["mujoco"].envs["Hopper"]
+    assert hopper.source.startswith("tianshou examples/mujoco/mujoco_ppo.py")
+    assert zoo_entry("Hopper-v5") == hopper.zoo_entry
+    assert hopper.zoo_entry is not None and hopper.zoo_entry["normalize_advantage"] is False
+    config = resolve_config({"env_id": "Hopper-v5"}).config
+    assert not config.normalize_advantages
+    assert config.num_envs_per_env_runner == 8 and config.train_batch_size_per_learner == 2048
+    assert config.minibatch_size == 64 and config.num_epochs == 10
+    assert config.lr == 3e-4 and config.lr_schedule == "linear"
+    assert config.vf_loss_coeff == 0.25 and config.vf_clip_param is None
+    assert config.model.hidden_sizes == (64, 64) and config.model.activation == "tanh"
+    assert config.model.ortho_init and config.model.log_std_init == -0.5
+    assert config.normalize_observations and config.normalize_rewards
+    assert config.stop.env_steps == 1_000_000
+    # The key translates on its own, and an entry without it keeps SB3's default (on).
+    assert (
+        from_zoo({"n_timesteps": 1e5, "normalize_advantage": False})["normalize_advantages"]
+        is False
+    )
+    assert from_zoo({"n_timesteps": 1e5})["normalize_advantages"] is True
