@@ -70,7 +70,7 @@ def test_form_shows_the_preset_marks_its_fields_and_user_values_win(
                 "data-preset", "classic_control_continuous", timeout=10_000
             )
             expect(note).to_contain_text("Pendulum settings")
-            expect(page.locator('[name="config.gamma"]')).to_have_value("0.9")
+            expect(page.locator('[name="config.gamma"]')).to_have_value("0.95")
             page.select_option('[name="config.preset"]', "none")
             expect(note).to_have_attribute("data-preset", "none", timeout=10_000)
             expect(page.locator('[name="config.gamma"]')).to_have_value("0.98")

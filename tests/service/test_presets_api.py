@@ -32,7 +32,7 @@ def test_resolve_shows_what_a_config_becomes_and_stores_nothing(client, app):
     got = response.json()
     assert got["preset"] == "classic_control_continuous" and got["env_settings"] == "Pendulum"
     assert got["config"]["preset"] == "classic_control_continuous"
-    assert got["config"]["lr"] == 0.01 and got["config"]["gamma"] == 0.9
+    assert got["config"]["lr"] == 0.01 and got["config"]["gamma"] == 0.95
     assert got["config"]["stop"] == {
         "env_steps": 100_000,
         "wall_seconds": 60.0,

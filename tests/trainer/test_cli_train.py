@@ -120,14 +120,14 @@ def test_train_prints_and_saves_the_resolved_config_of_its_preset(tmp_path: Path
     lines = result.stdout.splitlines()
     assert lines[0].startswith("preset: classic_control_continuous + Pendulum, set ")
     assert "rl-baselines3-zoo hyperparams/ppo.yml (commit 00128b5d): Pendulum-v1" in lines[0]
-    assert "  gamma = 0.9" in lines and "  lr = 0.001" in lines
+    assert "  gamma = 0.95" in lines and "  lr = 0.001" in lines
     assert "  normalize_rewards = false" in lines  # rl-zoo's Pendulum entry: no VecNormalize
     assert not any(line.startswith("  num_epochs =") for line in lines)  # the user's own
     start = lines.index(f"resolved config (saved to {out / 'config.json'}):")
     end = lines.index("}", start)
     printed = json.loads("\n".join(lines[start + 1 : end + 1]))
     assert printed == json.loads((out / "config.json").read_text())
-    assert printed["preset"] == "classic_control_continuous" and printed["gamma"] == 0.9
+    assert printed["preset"] == "classic_control_continuous" and printed["gamma"] == 0.95
     assert printed["num_epochs"] == 1 and printed["train_batch_size_per_learner"] == 256
 
 

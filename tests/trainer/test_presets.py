@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from trainer.config import PPOConfig, PresetName
-from trainer.presets import PRESETS, SB3_PPO_DEFAULTS, from_zoo
+from trainer.presets import PRESETS, SB3_PPO_DEFAULTS, from_zoo, zoo_env
 from trainer.resolve import (
     deep_merge,
     env_base_name,
@@ -327,3 +327,18 @@ def test_hopper_takes_tianshous_settings_in_rl_zoo_keys_which_sb3_runs_too() -> 
         is False
     )
     assert from_zoo({"n_timesteps": 1e5})["normalize_advantages"] is True
+
+
+def test_changed_entry_values_run_on_both_sides_and_are_said() -> None:
+    """Pendulum's entry with two measured changes: the preset and the SB3 side run the changed
+    values, and the note says what each was in rl-zoo's entry."""
+    pendulum = PRESETS["classic_control_continuous"].envs["Pendulum"]
+    assert pendulum.note.startswith("changed: gamma 0.9 -> 0.95, learning_rate 0.001 -> lin_1e-3")
+    assert zoo_entry("Pendulum-v1") == pendulum.zoo_entry
+    assert pendulum.zoo_entry is not None
+    assert pendulum.zoo_entry["gamma"] == 0.95 and pendulum.zoo_entry["learning_rate"] == "lin_1e-3"
+    config = resolve_config({"env_id": "Pendulum-v1"}).config
+    assert config.gamma == 0.95 and config.lr == 1e-3 and config.lr_schedule == "linear"
+    assert config.model.use_sde and config.num_envs_per_env_runner == 4
+    with pytest.raises(ValueError, match="changed keys the entry does not have: \\['gama'\\]"):
+        zoo_env("Pendulum-v1", {"n_timesteps": 1e5, "gamma": 0.9}, changed={"gama": 0.95})
