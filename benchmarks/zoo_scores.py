@@ -42,7 +42,7 @@ from benchmarks.contenders import BENCH_DIR, REPO, zoo_args
 from benchmarks.docs_section import write_section
 from benchmarks.references import PYTHON as SB3_PYTHON
 from benchmarks.references import SCRIPT as SB3_SCRIPT
-from trainer.resolve import resolve_config
+from trainer.resolve import resolve_config, zoo_entry, zoo_env_kwargs
 
 ROLLOUT = REPO / ".venv" / "bin" / "rollout"
 TRAINERS = ("rollout", "sb3")
@@ -169,6 +169,8 @@ def run_sb3(row: ZooRow, seed: int, work: Path) -> dict[str, Any]:
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "commit": _git_commit(),
         "command": f"sb3_reference.py --entry <{row.env_id}'s zoo entry> {' '.join(args)}",
+        "entry": zoo_entry(row.env_id),
+        "env_kwargs": zoo_env_kwargs(row.env_id),
         "env_steps": int(trained["env_steps"]),
         "train_s": round(took, 1),  # training and the evaluation after it, one process
         "train_return_mean": statistics.fmean(last_100) if last_100 else None,
@@ -188,11 +190,28 @@ def load_results(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def runs_the_current_entry(result: dict[str, Any]) -> bool:
+    """Whether an SB3 line ran the entry (and env kwargs) the env's preset has now: a line from
+    before a preset changed its entry says nothing about the entry it has. Lines recorded before
+    the entry was written down count as current."""
+    if "entry" not in result:
+        return True
+    env_id = result["env_id"]
+    return result["entry"] == zoo_entry(env_id) and result.get("env_kwargs", {}) == zoo_env_kwargs(
+        env_id
+    )
+
+
 def latest_per_run(
     results: list[dict[str, Any]], trainer: str = "rollout"
 ) -> dict[tuple[str, int], dict[str, Any]]:
-    """One trainer's last line for each (env, seed): a rerun replaces the earlier one."""
-    return {(r["env_id"], r["seed"]): r for r in results if trainer_of(r) == trainer}
+    """One trainer's last line for each (env, seed): a rerun replaces the earlier one, and an
+    SB3 line of another entry than the preset's is no run of this row."""
+    return {
+        (r["env_id"], r["seed"]): r
+        for r in results
+        if trainer_of(r) == trainer and (trainer != "sb3" or runs_the_current_entry(r))
+    }
 
 
 def summary_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
