@@ -54,10 +54,11 @@ def main() -> None:
 
 
 def evaluate(model, env_id: str, episodes: int, seed: int, env_kwargs: dict) -> dict:
-    """Deterministic returns of `episodes` episodes, as rl-zoo's enjoy.py / evaluate_policy."""
+    """Deterministic returns of `episodes` episodes, as rl-zoo's enjoy.py / evaluate_policy, on
+    the starts `rollout evaluate --seed` plays: episode k reset with `seed + k`, so that both
+    trainers' policies are scored from the same initial states."""
     import numpy as np
     from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.vec_env import VecNormalize
 
     env = make_vec_env(env_id, n_envs=1, seed=seed, env_kwargs=env_kwargs)
@@ -65,9 +66,16 @@ def evaluate(model, env_id: str, episodes: int, seed: int, env_kwargs: dict) -> 
     if isinstance(trained, VecNormalize):  # the training statistics, frozen; raw rewards
         env = VecNormalize(env, training=False, norm_reward=False, clip_obs=trained.clip_obs)
         env.obs_rms = trained.obs_rms
-    returns, _ = evaluate_policy(
-        model, env, n_eval_episodes=episodes, deterministic=True, return_episode_rewards=True
-    )
+    returns = []
+    for episode in range(episodes):
+        env.seed(seed + episode)
+        obs = env.reset()
+        while True:
+            action, _ = model.predict(obs, deterministic=True)
+            obs, _, dones, infos = env.step(action)
+            if dones[0]:  # the Monitor under any VecNormalize: the raw return
+                returns.append(float(infos[0]["episode"]["r"]))
+                break
     return {
         "episodes": len(returns),
         "return_mean": float(np.mean(returns)),
