@@ -303,10 +303,10 @@ def test_ant_observes_ant_v4s_numbers_and_keeps_its_entry_verbatim() -> None:
     assert swimmer.zoo_entry is not None and swimmer.zoo_entry["n_envs"] == 4
 
 
-def test_hopper_takes_tianshous_settings_in_rl_zoo_keys_which_sb3_runs_too() -> None:
-    """rl-zoo's Hopper-v3 entry stands still on v5; Hopper's preset is tianshou's MuJoCo PPO,
-    written in rl-zoo's keys (SB3's normalize_advantage included), so the SB3 side of the
-    benchmarks runs the very same entry."""
+def test_hopper_and_walker_take_tianshous_settings_in_rl_zoo_keys_which_sb3_runs_too() -> None:
+    """rl-zoo's Hopper-v3 entry stands still on v5; Hopper's and Walker2d's preset is
+    tianshou's MuJoCo PPO, written in rl-zoo's keys (SB3's normalize_advantage included), so
+    the SB3 side of the benchmarks runs the very same entry."""
     hopper = PRESETS["mujoco"].envs["Hopper"]
     assert hopper.source.startswith("tianshou examples/mujoco/mujoco_ppo.py")
     assert zoo_entry("Hopper-v5") == hopper.zoo_entry
@@ -321,6 +321,12 @@ def test_hopper_takes_tianshous_settings_in_rl_zoo_keys_which_sb3_runs_too() -> 
     assert config.model.ortho_init and config.model.log_std_init == -0.5
     assert config.normalize_observations and config.normalize_rewards
     assert config.stop.env_steps == 1_000_000
+    walker = PRESETS["mujoco"].envs["Walker2d"]
+    assert walker.source == hopper.source.replace("Hopper-v3", "Walker2d-v3")
+    assert zoo_entry("Walker2d-v5") == zoo_entry("Hopper-v5")
+    assert resolve_config({"env_id": "Walker2d-v5"}).config == config.model_copy(
+        update={"env_id": "Walker2d-v5"}
+    )
     # The key translates on its own, and an entry without it keeps SB3's default (on).
     assert (
         from_zoo({"n_timesteps": 1e5, "normalize_advantage": False})["normalize_advantages"]
