@@ -197,9 +197,8 @@ def runs_the_current_entry(result: dict[str, Any]) -> bool:
     if "entry" not in result:
         return True
     env_id = result["env_id"]
-    return result["entry"] == zoo_entry(env_id) and result.get("env_kwargs", {}) == zoo_env_kwargs(
-        env_id
-    )
+    same_entry = result["entry"] == zoo_entry(env_id)
+    return same_entry and result.get("env_kwargs", {}) == zoo_env_kwargs(env_id)
 
 
 def latest_per_run(
