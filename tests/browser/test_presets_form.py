@@ -23,9 +23,9 @@ def test_form_shows_the_preset_marks_its_fields_and_user_values_win(
 
     settings = dashboard_settings(tmp_path, frontend_dist)
     errors: list[str] = []
-    context, page = new_page(browser, errors, viewport={"width": 1200, "height": 900})
-    try:
-        with live_server(settings) as server:
+    with live_server(settings) as server:
+        context, page = new_page(browser, errors, viewport={"width": 1200, "height": 900})
+        try:
             page.goto(f"{server.url}/#/new")
             note = page.locator(".preset-note")
             # CartPole: its preset keeps PPOConfig's defaults, so nothing is marked.
@@ -75,6 +75,6 @@ def test_form_shows_the_preset_marks_its_fields_and_user_values_win(
             expect(note).to_have_attribute("data-preset", "none", timeout=10_000)
             expect(page.locator('[name="config.gamma"]')).to_have_value("0.98")
             expect(page.locator("[data-from-preset]")).to_have_count(0)
-        assert errors == []
-    finally:
-        context.close()
+        finally:
+            context.close()
+    assert errors == []

@@ -84,9 +84,9 @@ def test_reference_overlay_on_experiment_and_compare_pages(
     assert reference_end > 2 * ITERATIONS * 512  # it visibly stretches the axis
     settings = dashboard_settings(tmp_path, frontend_dist)
     errors: list[str] = []
-    context, page = new_page(browser, errors, viewport={"width": 1300, "height": 1000})
-    try:
-        with live_server(settings) as server:
+    with live_server(settings) as server:
+        context, page = new_page(browser, errors, viewport={"width": 1300, "height": 1000})
+        try:
             ids = []
             # Two CartPole experiments, and one on an env without a reference.
             for name, env_id in (("a", "CartPole-v1"), ("b", "CartPole-v1"), ("c", NO_REF_ENV)):
@@ -116,6 +116,6 @@ def test_reference_overlay_on_experiment_and_compare_pages(
             page.wait_for_load_state("networkidle")
             assert page.locator(".ref-toggle").count() == 0
             assert page.locator(".ref-overlay").first.is_hidden()
-        assert not errors, errors
-    finally:
-        context.close()
+        finally:
+            context.close()
+    assert not errors, errors

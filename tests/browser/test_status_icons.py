@@ -109,9 +109,9 @@ def test_every_status_badge_has_a_drawn_icon(
 ) -> None:
     settings = dashboard_settings(tmp_path, frontend_dist)
     errors: list[str] = []
-    context, page = new_page(browser, errors, viewport={"width": 1200, "height": 900})
-    try:
-        with live_server(settings) as server:
+    with live_server(settings) as server:
+        context, page = new_page(browser, errors, viewport={"width": 1200, "height": 900})
+        try:
             for status, path in PATHS.items():
                 body = {"name": f"badge {status}", "config": {"env_id": "CartPole-v1"}}
                 exp_id = httpx.post(f"{server.url}/api/v1/experiments", json=body).json()["id"]
@@ -133,6 +133,6 @@ def test_every_status_badge_has_a_drawn_icon(
             if problems:
                 page.screenshot(path=str(artifacts / "status_icons.png"), full_page=True)
             assert not problems, problems
-        assert not errors, errors
-    finally:
-        context.close()
+        finally:
+            context.close()
+    assert not errors, errors

@@ -36,9 +36,9 @@ def test_drag_zoom_fetches_full_resolution(
 
     settings = dashboard_settings(tmp_path, frontend_dist)
     errors: list[str] = []
-    context, page = new_page(browser, errors, viewport={"width": 1200, "height": 900})
-    try:
-        with live_server(settings) as server:
+    with live_server(settings) as server:
+        context, page = new_page(browser, errors, viewport={"width": 1200, "height": 900})
+        try:
             created = httpx.post(
                 f"{server.url}/api/v1/experiments", json={"name": "long", "config": {}}
             )
@@ -85,6 +85,6 @@ def test_drag_zoom_fetches_full_resolution(
             page.check('[name="log"]')
             wait_until(lambda: chart_points(page, CHART) > 0, 10, "log scale")
             page.screenshot(path=str(artifacts / "time-axis-smoothed-log.png"))
-    finally:
-        context.close()
+        finally:
+            context.close()
     assert not errors, errors
