@@ -273,13 +273,10 @@ def test_rl_zoo_keys_without_an_equivalent_are_refused(entry: dict[str, Any], wo
 def test_gsde_entries_keep_their_exploration() -> None:
     pendulum = resolve_config({"env_id": "Pendulum-v1"}).config
     assert pendulum.model.use_sde and pendulum.sde_sample_freq == 4
-    # MountainCarContinuous scores higher without it: left out, said so.
-    car_entry = PRESETS["classic_control_continuous"].envs["MountainCarContinuous"]
-    assert car_entry.zoo_entry is not None and car_entry.zoo_entry["use_sde"] is True
-    assert car_entry.note.startswith("left out: use_sde: True (measured")
+    # MountainCarContinuous keeps it, held longer and wider, on eight envs.
     car = resolve_config({"env_id": "MountainCarContinuous-v0"}).config
-    assert not car.model.use_sde
-    assert car.model.log_std_init == -3.29 and not car.model.ortho_init
+    assert car.model.use_sde and car.sde_sample_freq == 64
+    assert car.model.log_std_init == -1.0 and not car.model.ortho_init
     assert not resolve_config({"env_id": "HalfCheetah-v5"}).config.model.use_sde
 
 
@@ -348,3 +345,23 @@ def test_changed_entry_values_run_on_both_sides_and_are_said() -> None:
     assert config.model.use_sde and config.num_envs_per_env_runner == 4
     with pytest.raises(ValueError, match="changed keys the entry does not have: \\['gama'\\]"):
         zoo_env("Pendulum-v1", {"n_timesteps": 1e5, "gamma": 0.9}, changed={"gama": 0.95})
+
+
+def test_added_entry_keys_run_on_both_sides_and_are_said() -> None:
+    """MountainCarContinuous's entry with changed and added keys: the note names each change
+    with its published value and each added key, and SB3 runs exactly what the preset runs."""
+    car = PRESETS["classic_control_continuous"].envs["MountainCarContinuous"]
+    assert car.note.startswith(
+        "changed: n_envs 1 -> 8, n_steps 8 -> 256, policy_kwargs {'log_std_init': -3.29, "
+        "'ortho_init': False} -> {'log_std_init': -1.0, 'ortho_init': False}; "
+        "added: sde_sample_freq 64 (measured"
+    )
+    assert zoo_entry("MountainCarContinuous-v0") == car.zoo_entry
+    assert car.zoo_entry is not None
+    assert car.zoo_entry["sde_sample_freq"] == 64 and car.zoo_entry["use_sde"] is True
+    assert car.zoo_entry["learning_rate"] == 7.77e-05  # unchanged keys stay as published
+    config = resolve_config({"env_id": "MountainCarContinuous-v0"}).config
+    assert config.num_envs_per_env_runner == 8 and config.train_batch_size_per_learner == 2048
+    assert config.minibatch_size == 256 and config.lr == 7.77e-05
+    with pytest.raises(ValueError, match="added keys the entry has \\(change them instead\\)"):
+        zoo_env("Pendulum-v1", {"n_timesteps": 1e5, "gamma": 0.9}, added={"gamma": 0.95})
