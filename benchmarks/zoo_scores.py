@@ -192,13 +192,11 @@ def load_results(path: Path) -> list[dict[str, Any]]:
 
 def runs_the_current_entry(result: dict[str, Any]) -> bool:
     """Whether an SB3 line ran the entry (and env kwargs) the env's preset has now: a line from
-    before a preset changed its entry says nothing about the entry it has. Lines recorded before
-    the entry was written down count as current."""
-    if "entry" not in result:
-        return True
+    before a preset changed its entry says nothing about the entry it has, and a line that does
+    not say what it ran says nothing about any."""
     env_id = result["env_id"]
-    same_entry = result["entry"] == zoo_entry(env_id)
-    return same_entry and result.get("env_kwargs", {}) == zoo_env_kwargs(env_id)
+    same_entry = "entry" in result and result["entry"] == zoo_entry(env_id)
+    return same_entry and result.get("env_kwargs") == zoo_env_kwargs(env_id)
 
 
 def latest_per_run(
