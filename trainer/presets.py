@@ -170,7 +170,6 @@ def zoo_env(
     name: str,
     entry: dict[str, Any],
     *,
-    without: tuple[str, ...] = (),
     changed: dict[str, Any] | None = None,
     added: dict[str, Any] | None = None,
     why: str = "",
@@ -182,13 +181,11 @@ def zoo_env(
     `name` in `source`, or another source's settings written in those keys (so that the SB3
     side of a benchmark runs them too).
 
-    `without` names keys left out on purpose, `changed` gives keys new values and `added` gives
-    keys the entry leaves at SB3's defaults (all measured, `why`); the note lists what was
-    dropped, changed or added and from what. A dropped key stays in `zoo_entry`, so the SB3 side
-    runs rl-zoo's entry as published; a changed or added value goes into it, so both trainers
-    run the settings the preset runs. `env_config` (gymnasium.make kwargs,
-    rl-zoo's `--env-kwargs`) gives a newer env version what the entry was tuned on, where it
-    changes what the policy observes, never the reward."""
+    `changed` gives keys new values and `added` gives keys the entry leaves at SB3's defaults
+    (both measured, `why`); the note lists what was changed or added and from what. Both go into
+    `zoo_entry`, so the SB3 side of a benchmark runs the settings the preset runs. `env_config`
+    (gymnasium.make kwargs, rl-zoo's `--env-kwargs`) gives a newer env version what the entry
+    was tuned on, where it changes what the policy observes, never the reward."""
     changed, added = dict(changed or {}), dict(added or {})
     unknown = sorted(k for k in changed if k not in entry)
     if unknown:
@@ -197,17 +194,14 @@ def zoo_env(
     if present:
         raise ValueError(f"{name}: added keys the entry has (change them instead): {present}")
     ran = {**entry, **changed, **added}
-    kept = {k: v for k, v in ran.items() if k not in without}
     said = []
-    if without:
-        said.append("left out: " + ", ".join(f"{k}: {entry[k]}" for k in without))
     if changed:
         said.append("changed: " + ", ".join(f"{k} {entry[k]} -> {v}" for k, v in changed.items()))
     if added:
         said.append("added: " + ", ".join(f"{k} {v}" for k, v in added.items()))
     if said:
         note = "; ".join(said) + f" ({why})" + (f"; {note}" if note else "")
-    values = from_zoo(kept)
+    values = from_zoo(ran)
     if env_config:
         values["env_config"] = dict(env_config)
     return EnvSettings(values=values, source=f"{source}: {name}", note=note, zoo_entry=ran)
