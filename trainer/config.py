@@ -31,6 +31,9 @@ MAX_TRAIN_BATCH = 2**18
 MAX_HIDDEN_WIDTH = 8192
 MAX_HIDDEN_WEIGHTS = 2**25
 MAX_CNN_CHANNELS = 1024
+# lr_schedule kl_adaptive keeps the lr within these bounds (rl_games' AdaptiveScheduler).
+MIN_ADAPTIVE_LR = 1e-6
+MAX_ADAPTIVE_LR = 1e-2
 # Stop after at most 2^53 env steps: the largest integer a double (progress, the browser's JSON
 # numbers) holds exactly; no run comes near it.
 MAX_ENV_STEPS = 2**53
@@ -111,6 +114,12 @@ class ModelConfig(_Frozen):
             "Conv channels of the encoder used for image observations (Nature CNN; each "
             f"1-{MAX_CNN_CHANNELS})."
         ),
+    )
+    cnn_dense: int = Field(
+        default=512,
+        ge=1,
+        le=MAX_HIDDEN_WIDTH,
+        description="Units of the dense layer after the convs of the image encoder (Nature: 512).",
     )
 
     @field_validator("hidden_sizes")
@@ -329,11 +338,15 @@ class PPOConfig(_Frozen):
     # 3e-3 rather than 2e-3: 9 of 10 CartPole seeds reached 475 in fewer env steps (median
     # ~12 % fewer) at the same cost per step.
     lr: float = Field(default=3e-3, gt=0.0, le=1.0, description="Adam learning rate.")
-    lr_schedule: Literal["constant", "linear"] = Field(
+    lr_schedule: Literal["constant", "linear", "kl_adaptive"] = Field(
         default="constant",
         description=(
             "linear decays lr towards 0 at stop.env_steps (needs stop.env_steps); each update "
-            "uses the lr at the env steps where its batch's sampling began."
+            "uses the lr at the env steps where its batch's sampling began. kl_adaptive is "
+            "rl_games' adaptive schedule: after every minibatch step lr is divided by 1.5 when "
+            "that step's KL exceeds 2 x kl_target and multiplied by 1.5 when it is under "
+            f"kl_target / 2, within [{MIN_ADAPTIVE_LR:g}, {MAX_ADAPTIVE_LR:g}]; it starts at lr "
+            "and carries on across updates and resumes."
         ),
     )
     clip_param: float = Field(
@@ -360,7 +373,11 @@ class PPOConfig(_Frozen):
         description="Initial KL penalty coefficient (adapted towards kl_target); 0 disables it.",
     )
     kl_target: float = Field(
-        default=0.01, gt=0.0, description="Target KL for the adaptive penalty coefficient."
+        default=0.01,
+        gt=0.0,
+        description=(
+            "Target KL of the adaptive penalty coefficient and of lr_schedule kl_adaptive."
+        ),
     )
     grad_clip: float | None = Field(
         default=0.5, gt=0.0, description="Max global gradient norm; null disables clipping."

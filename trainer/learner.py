@@ -8,7 +8,9 @@ Loss per minibatch (Schulman et al. 2017):
     total    = policy + vf_loss_coeff * vf - entropy_coeff * entropy + kl_coeff * KL(old || new)
 The KL coefficient adapts once per update on the update's mean KL (RLlib's rule, on the mean
 rather than RLlib's last minibatch): > 2 * kl_target -> x1.5, < kl_target / 2 -> x0.5.
-kl_coeff = 0 disables the penalty entirely.
+kl_coeff = 0 disables the penalty entirely. With lr_schedule "kl_adaptive" the learning rate
+adapts after every minibatch step on that step's KL (rl_games' adaptive schedule, its default
+per-minibatch form): > 2 * kl_target -> / 1.5, < kl_target / 2 -> x 1.5, within fixed bounds.
 
 Runs alone (world_size 1) or as one rank of a torch DDP group that the caller has initialised
 (trainer/learner_group.py); with DDP, gradients are all-reduced in backward() so weights stay
@@ -35,7 +37,7 @@ import torch.distributed as dist
 from torch import nn
 
 from trainer.batch import TrainBatch, build_train_batch
-from trainer.config import PPOConfig
+from trainer.config import MAX_ADAPTIVE_LR, MIN_ADAPTIVE_LR, PPOConfig
 from trainer.devices import (
     HostStaging,
     ThreadChoice,
@@ -49,8 +51,9 @@ from trainer.module import PPOModule
 from trainer.optim import EagerAdam, FlatAdam, FlatParameters
 
 # Image batches: bound the rows of one value forward pass (B+K frames of 84x84x4 as float32
-# would need gigabytes at once).
-_IMAGE_VALUE_ROWS = 2048
+# would need gigabytes at once). On a CPU, passes of 256 rows keep the conv activations in cache:
+# 2-2.5x faster per row than 2048 (docs/benchmarks.md, Atari); a GPU wants the larger passes.
+_IMAGE_VALUE_ROWS = {"cpu": 256, "cuda": 2048}
 # Adam eps as in CleanRL / SB3's PPO (torch's 1e-8 is less stable with tiny gradients).
 _ADAM_EPS = 1e-5
 
@@ -120,6 +123,15 @@ def adapt_kl_coeff(kl_coeff: float, kl: float, kl_target: float) -> float:
     if kl < 0.5 * kl_target:
         return kl_coeff * 0.5
     return kl_coeff
+
+
+def adapt_lr(lr: float, kl: float, kl_target: float) -> float:
+    """rl_games' AdaptiveScheduler: one minibatch step's KL moves the lr by a factor of 1.5."""
+    if kl > 2.0 * kl_target:
+        return max(lr / 1.5, MIN_ADAPTIVE_LR)
+    if kl < 0.5 * kl_target:
+        return min(lr * 1.5, MAX_ADAPTIVE_LR)
+    return lr
 
 
 def explained_variance(values: torch.Tensor, targets: torch.Tensor) -> float:
@@ -229,6 +241,7 @@ class PPOLearner:
         # Threads of a hand-written SGD epoch: 1 or torch_num_threads, whichever is faster.
         self._threads = ThreadChoice(config.torch_num_threads)
         self.kl_coeff = config.kl_coeff
+        self.adaptive_lr = config.lr  # lr_schedule kl_adaptive: where the schedule stands
         self.num_updates = 0
         self.num_steps_trained = 0
         # Shuffling uses its own generator so it does not depend on other torch RNG users.
@@ -248,7 +261,9 @@ class PPOLearner:
             normalize_advantages=cfg.normalize_advantages
             and cfg.normalize_advantages_over == "batch",
             device=self.device,
-            value_rows_per_pass=_IMAGE_VALUE_ROWS if self._image_obs else None,
+            value_rows_per_pass=(
+                _IMAGE_VALUE_ROWS.get(self.device.type, 2048) if self._image_obs else None
+            ),
             staging=self._staging,
         )
         t1 = time.perf_counter()
@@ -264,6 +279,8 @@ class PPOLearner:
         policy_loss, vf_loss, entropy, kl, clip_fraction, grad_norm = means.cpu().tolist()
         if self.kl_coeff > 0.0:
             self.kl_coeff = adapt_kl_coeff(self.kl_coeff, kl, cfg.kl_target)
+        if cfg.lr_schedule == "kl_adaptive":
+            lr = self.adaptive_lr  # where this update left it: the next update's first lr
         self.num_updates += 1
         self.num_steps_trained += len(batch)
         return LearnerStats(
@@ -299,9 +316,26 @@ class PPOLearner:
         lr = cfg.lr
         if cfg.lr_schedule == "linear":
             lr = linear_lr(cfg.lr, env_steps, cfg.stop.env_steps)
+        elif cfg.lr_schedule == "kl_adaptive":
+            lr = self.adaptive_lr
+        self._apply_lr(lr)
+        return lr
+
+    def _apply_lr(self, lr: float) -> None:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        return lr
+
+    def _adapt_lr(self, kl: torch.Tensor | float) -> None:
+        """lr_schedule kl_adaptive, after one minibatch step with this KL. Under DDP the ranks'
+        KLs are averaged first, so every rank keeps the same lr."""
+        if self.config.lr_schedule != "kl_adaptive":
+            return
+        if self.world_size > 1:
+            kl = torch.as_tensor(kl, dtype=torch.float32, device=self.device).clone()
+            dist.all_reduce(kl)
+            kl = kl / self.world_size
+        self.adaptive_lr = adapt_lr(self.adaptive_lr, float(kl), self.config.kl_target)
+        self._apply_lr(self.adaptive_lr)
 
     def _epoch_sizes(self, n: int) -> tuple[list[int], int]:
         """This epoch's minibatch sizes over n rows, and how often the shuffle is repeated (a
@@ -345,6 +379,7 @@ class PPOLearner:
                 self.optimizer.step()
                 sums[:5] += losses
                 sums[5] += grad_norm
+                self._adapt_lr(losses[3])
         return sums
 
     def _hand_sgd(self, batch: NumpyBatch) -> torch.Tensor:
@@ -376,9 +411,11 @@ class PPOLearner:
             torch.set_num_threads(threads)
             t0 = time.perf_counter()
             for mb in minibatches:
-                sums[:5] += self._hand_step.step(mb)
+                losses = self._hand_step.step(mb)
+                sums[:5] += losses
                 sums[5] += self._flat.clip_grad_norm_(max_norm)
                 self._adam.update()
+                self._adapt_lr(float(losses[3]))
             self._threads.record(threads, (time.perf_counter() - t0) / len(minibatches))
         return torch.from_numpy(sums).float()
 
@@ -410,6 +447,7 @@ class PPOLearner:
             "module": {k: v.detach().cpu().clone() for k, v in self.module.state_dict().items()},
             "optimizer": _to_cpu(self.optimizer.state_dict()),
             "kl_coeff": self.kl_coeff,
+            "adaptive_lr": self.adaptive_lr,
             "num_updates": self.num_updates,
             "num_steps_trained": self.num_steps_trained,
             "rng": self._rng.get_state(),
@@ -422,6 +460,8 @@ class PPOLearner:
         self.module.load_state_dict(state["module"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.kl_coeff = float(state["kl_coeff"])
+        # Checkpoints from before lr_schedule kl_adaptive existed start it at lr.
+        self.adaptive_lr = float(state.get("adaptive_lr", self.config.lr))
         self.num_updates = int(state["num_updates"])
         self.num_steps_trained = int(state["num_steps_trained"])
         if "rng" in state:

@@ -19,7 +19,7 @@ import torch
 from trainer.batch import build_train_batch
 from trainer.config import ModelConfig, PPOConfig
 from trainer.episode import EpisodeChunk
-from trainer.learner import PPOLearner
+from trainer.learner import PPOLearner, adapt_lr
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 DISCRETE = gym.spaces.Discrete(2)
@@ -152,6 +152,45 @@ def test_linear_lr_schedule_follows_env_steps() -> None:
     assert learner.update(chunks, env_steps=2_500).lr == pytest.approx(7.5e-4)
     assert learner.optimizer.param_groups[0]["lr"] == pytest.approx(7.5e-4)
     assert learner.update(chunks, env_steps=10_000).lr == 0.0
+
+
+def test_adapt_lr_follows_rl_games_rule_within_its_bounds() -> None:
+    assert adapt_lr(3e-4, kl=0.03, kl_target=0.01) == pytest.approx(2e-4)
+    assert adapt_lr(3e-4, kl=0.001, kl_target=0.01) == pytest.approx(4.5e-4)
+    assert adapt_lr(3e-4, kl=0.01, kl_target=0.01) == 3e-4  # within [target / 2, 2 target]
+    assert adapt_lr(0.009, kl=0.0, kl_target=0.01) == 0.01  # capped
+    assert adapt_lr(1.2e-6, kl=1.0, kl_target=0.01) == 1e-6  # floored
+
+
+@pytest.mark.parametrize("hand", [True, False], ids=["hand-written", "autograd"])
+def test_kl_adaptive_lr_moves_after_every_minibatch_step(hand: bool) -> None:
+    chunks = make_chunks(None, np.random.default_rng(3))
+    # A tiny lr keeps every step's KL far under target / 2: x1.5 after each of 2 x 3 steps.
+    cfg = _config(lr=1e-6, lr_schedule="kl_adaptive", minibatch_size=256, num_epochs=3)
+    learner = PPOLearner(cfg, OBS, DISCRETE, hand_grad=hand)
+    assert learner.update(chunks, env_steps=0).lr == pytest.approx(1e-6 * 1.5**6)
+    # The next update starts where this one left off.
+    assert learner.optimizer.param_groups[0]["lr"] == pytest.approx(1e-6 * 1.5**6)
+    # A target no step meets (the chunks' uniform policy is not the network's): every one of
+    # the 4 x 2 steps divides the lr by 1.5.
+    cfg = _config(lr=1e-3, lr_schedule="kl_adaptive", kl_target=1e-12, minibatch_size=256)
+    learner = PPOLearner(cfg, OBS, DISCRETE, hand_grad=hand)
+    assert learner.update(chunks, env_steps=0).lr == pytest.approx(1e-3 / 1.5**8)
+
+
+def test_kl_adaptive_lr_survives_a_checkpoint() -> None:
+    chunks = make_chunks(None, np.random.default_rng(3))
+    cfg = _config(lr=1e-6, lr_schedule="kl_adaptive", minibatch_size=512, num_epochs=2)
+    learner = PPOLearner(cfg, OBS, DISCRETE)
+    learner.update(chunks, env_steps=0)
+    restored = PPOLearner(cfg, OBS, DISCRETE)
+    restored.set_state(learner.get_state())
+    assert restored.adaptive_lr == pytest.approx(1e-6 * 1.5**2)
+    assert restored.update(chunks, 512).lr == learner.update(chunks, 512).lr
+    old = learner.get_state()
+    del old["adaptive_lr"]  # a checkpoint from before the schedule existed
+    restored.set_state(old)
+    assert restored.adaptive_lr == 1e-6
 
 
 def test_state_round_trip_reproduces_the_next_update() -> None:
@@ -291,7 +330,7 @@ def test_image_observations_update_with_a_split_value_pass(monkeypatch) -> None:
     """uint8 frames through the CNN; the value pass runs in slices bounded for memory."""
     import trainer.learner as learner_module
 
-    monkeypatch.setattr(learner_module, "_IMAGE_VALUE_ROWS", 16)
+    monkeypatch.setattr(learner_module, "_IMAGE_VALUE_ROWS", {"cpu": 16})
     space = gym.spaces.Box(0, 255, (36, 36, 2), np.uint8)
     cfg = _config(
         train_batch_size_per_learner=64,
