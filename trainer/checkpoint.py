@@ -72,7 +72,7 @@ def save(directory: Path, state: dict[str, Any], info: CheckpointInfo) -> Path:
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
     try:
-        torch.save(state, tmp / STATE_FILE)
+        _torch_save(state, tmp / STATE_FILE)
         (tmp / META_FILE).write_text(json.dumps(info.to_json_dict(), indent=2))
         for path in (tmp / STATE_FILE, tmp / META_FILE, tmp):
             _fsync(path)
@@ -82,6 +82,24 @@ def save(directory: Path, state: dict[str, Any], info: CheckpointInfo) -> Path:
         raise
     _fsync(directory.parent)
     return directory
+
+
+def _torch_save(state: dict[str, Any], path: Path) -> None:
+    """torch.save, with a full disk raised as the OSError (ENOSPC, EDQUOT) callers handle.
+
+    Given a path, torch's C++ writer reports a failed write as a RuntimeError without errno;
+    through a Python file object the OSError happens in Python, but closing the archive then
+    raises a RuntimeError over it (the OSError as its context). The OSError is what failed."""
+    try:
+        with open(path, "wb") as file:
+            torch.save(state, file)
+    except RuntimeError as exc:
+        cause: BaseException | None = exc
+        while cause is not None and not isinstance(cause, OSError):
+            cause = cause.__cause__ or cause.__context__
+        if cause is None:
+            raise
+        raise cause from exc
 
 
 def _fsync(path: Path) -> None:

@@ -11,9 +11,8 @@ import contextlib
 import errno
 import json
 import os
-import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from app.core.db import transaction
 from app.experiments import service as experiments
 from app.main import create_app
 from tests.service.conftest import SMALL_CONFIG
+from tests.tmpfs import tmpfs
 from trainer.reporter import Backoff, Reporter
 from trainer.wire import CheckpointMeta
 
@@ -109,22 +109,6 @@ def test_a_job_keeps_only_the_latest_refused_checkpoint(tmp_path: Path) -> None:
     assert "storage is full" in reporter.stats.permanent_errors[0]
 
 
-@contextlib.contextmanager
-def _tmpfs(path: Path, size: str) -> Iterator[Path]:
-    path.mkdir(parents=True)
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
-
-
 def _fill(directory: Path) -> Path:
     """Write a file until the filesystem has no byte left."""
     filler = directory / "filler"
@@ -146,7 +130,7 @@ def test_delete_frees_space_on_a_full_disk(tmp_path: Path) -> None:
     """The data dir and the SQLite file on a 24 MB tmpfs, filled to the last byte: DELETE of
     a finished experiment with 2 x 4 MB of checkpoints succeeds and frees them (it removed the
     rows first and committed before removing the files: the commit found no room)."""
-    with _tmpfs(tmp_path / "disk", "24m") as disk:
+    with tmpfs(tmp_path / "disk", "24m") as disk:
         settings = Settings(
             data_dir=disk / "data",
             database_url=f"sqlite:///{disk / 'rollout.db'}",
@@ -195,7 +179,7 @@ def test_the_reporter_trains_on_while_its_jsonl_copy_cannot_grow(tmp_path: Path)
             delivered.extend(row["step"] for row in json.loads(request.content)["rows"])
         return httpx.Response(200, json={})
 
-    with _tmpfs(tmp_path / "disk", "1m") as disk:
+    with tmpfs(tmp_path / "disk", "1m") as disk:
         reporter = Reporter(
             "http://api",
             "t",

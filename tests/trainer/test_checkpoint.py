@@ -182,8 +182,8 @@ def test_a_failed_save_keeps_the_old_checkpoint_and_leaves_nothing(
     algo, _ = trained
     target = algo.save_checkpoint(tmp_path / "ckpts" / "checkpoint_000002")
 
-    def disk_full(obj: object, path: object) -> None:
-        Path(str(path)).write_bytes(b"partial")
+    def disk_full(obj: object, file: io.BufferedWriter) -> None:
+        file.write(b"partial")
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(checkpoint.torch, "save", disk_full)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.tmpfs import tmpfs
 from trainer.algorithm import PPO, IterationResult
 from trainer.config import PPOConfig
 from trainer.loop import ArchiveCheckpoints, JsonlSink, ReporterSink, run_loop
@@ -193,3 +194,41 @@ def test_a_full_disk_skips_a_checkpoint_and_training_goes_on(
     skipped = [line for line in reporter.logs if "skipped" in line]
     assert len(skipped) == 1 and "iteration 2" in skipped[0] and "No space" in skipped[0]
     assert reporter.logs[-1] == "final checkpoint saved at iteration 4"
+
+
+def test_a_really_full_disk_skips_checkpoints_and_training_goes_on(tmp_path: Path) -> None:
+    """The job dir on a 1 MB tmpfs, too small for one checkpoint of a 512-512 network (~3 MB
+    with Adam's moments): torch.save's ENOSPC is an OSError, so every checkpoint is skipped
+    with a log line and the run trains to its stop criterion."""
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        algo = PPO(
+            PPOConfig.model_validate(
+                {
+                    "num_envs_per_env_runner": 2,
+                    "train_batch_size_per_learner": BATCH,
+                    "minibatch_size": BATCH,
+                    "num_epochs": 1,
+                    "model": {"hidden_sizes": [512, 512]},
+                    "stop": {"env_steps": 3 * BATCH},
+                }
+            )
+        )
+        reporter = FakeReporter()
+        try:
+            outcome = run_loop(
+                algo,
+                sinks=[ReporterSink(reporter, algo.start_time)],  # type: ignore[arg-type]
+                checkpoints=ArchiveCheckpoints(disk, reporter),  # type: ignore[arg-type]
+                checkpoint_every=1,
+            )
+        finally:
+            algo.stop()
+        assert outcome.reason == "env_steps" and len(reporter.rows) == 3
+        assert reporter.checkpoints == []
+        skipped = [line for line in reporter.logs if "skipped" in line]
+        # The last iteration's checkpoint is tried once more as the final one.
+        assert [line.split(" skipped")[0] for line in skipped] == [
+            f"checkpoint of iteration {i}" for i in (1, 2, 3, 3)
+        ]
+        assert all("No space left" in line for line in skipped)
+        assert list((disk / "checkpoints").iterdir()) == []  # no partial files left
