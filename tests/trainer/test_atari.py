@@ -121,8 +121,8 @@ def test_runner_frames_layout_raw_returns_and_clipped_learning_rewards() -> None
 def test_env_threads_follow_the_runners_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     assert env_threads(3.0, in_actor=True) == 3
     assert env_threads(0.5, in_actor=True) == 1
-    assert env_threads(1.0, in_actor=False) == max(1, usable_cores() - 1)
-    assert env_threads(1.0, in_actor=False, overlap=True) == max(1, usable_cores() - 2)
+    assert env_threads(1.0, in_actor=False) == usable_cores()
+    assert env_threads(1.0, in_actor=False, overlap=True) == max(1, usable_cores() - 1)
     seen: dict[str, object] = {}
     real = env_runner_module.make_vector_env
 
@@ -134,8 +134,8 @@ def test_env_threads_follow_the_runners_cores(monkeypatch: pytest.MonkeyPatch) -
     config = PPOConfig(env_id="ALE/Pong-v5", num_envs_per_env_runner=2, num_cpus_per_env_runner=3)
     EnvRunner(config, worker_index=1).stop()  # a Ray actor's runner: the CPUs Ray reserved
     assert seen["num_threads"] == 3
-    EnvRunner(config, worker_index=0).stop()  # serial: the cores minus the sampling thread
-    assert seen["num_threads"] == max(1, usable_cores() - 1)
+    EnvRunner(config, worker_index=0).stop()  # serial: every core (the env steps synchronously)
+    assert seen["num_threads"] == usable_cores()
 
 
 def test_one_ppo_iteration_with_the_atari_preset() -> None:
@@ -153,8 +153,11 @@ def test_one_ppo_iteration_with_the_atari_preset() -> None:
     assert resolved.preset == "atari" and resolved.config.clip_rewards == 1.0
     assert resolved.config.env_config == {
         "repeat_action_probability": 0.0,
+        "img_height": 64,
+        "img_width": 64,
         "max_num_frames_per_episode": 100,
     }
+    assert resolved.config.model.cnn_channels == (16, 32)
     algo = PPO(resolved.config)
     try:
         metrics = algo.train()
@@ -162,3 +165,4 @@ def test_one_ppo_iteration_with_the_atari_preset() -> None:
         algo.stop()
     assert metrics["env_steps"] >= 128 and metrics["episodes"] >= 4
     assert np.isfinite(metrics["policy_loss"]) and np.isfinite(metrics["vf_loss"])
+    assert metrics["lr"] == resolved.config.lr
