@@ -230,7 +230,7 @@ def commands(game: str, args: argparse.Namespace, config: Any, out: Path) -> dic
     py = sys.executable
     rollout = [py, "-m", "trainer.cli", "train", "--env", f"ALE/{game}-v5",
                "--stop-seconds", str(args.seconds), "--stop-return", f"{max(TARGETS):g}",
-               "--out", str(out / "rollout")]  # fmt: skip
+               "--seed", str(args.seed), "--out", str(out / "rollout")]  # fmt: skip
     for item in args.rollout_set:
         rollout += ["--set", item]
     threads = int(config.env_config.get("num_threads") or 0)
@@ -241,6 +241,7 @@ def commands(game: str, args: argparse.Namespace, config: Any, out: Path) -> dic
     cleanrl = [py, str(REPO / "benchmarks" / "peers" / "cleanrl_atari.py"),
                "--env-id", f"ALE/{game}-v5", "--seconds", str(args.seconds),
                "--stop-return", f"{max(TARGETS):g}", "--num-threads", str(threads),
+               "--seed", str(args.seed),
                *CLEANRL_ARGS, *args.cleanrl_arg, "--out", str(out / "cleanrl")]  # fmt: skip
     return {"rollout": rollout, "cleanrl": cleanrl}
 
@@ -318,6 +319,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-docs", action="store_true")
     parser.add_argument("--rollout-set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--cleanrl-arg", action="append", default=[], metavar="ARG")
+    parser.add_argument("--seed", type=int, default=0, help="every contender's seed")
+    parser.add_argument(
+        "--keep-runs",
+        action="store_true",
+        help="keep each run's folder (checkpoints, logs) beside the results, for evaluation",
+    )
     args = parser.parse_args(argv)
     games = args.game or ["Pong"]
     args.results.mkdir(parents=True, exist_ok=True)
@@ -353,7 +360,10 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if not args.no_docs:
         write_docs(args.docs, text)
-    shutil.rmtree(work, ignore_errors=True)  # logs and checkpoints: the metrics are kept
+    if args.keep_runs:
+        print(f"runs kept in {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)  # logs and checkpoints: the metrics are kept
     return 0
 
 
