@@ -29,6 +29,7 @@ from app.core.browser_guard import AllowedHosts, HostGuard, OriginGuard
 from app.core.config import Settings
 from app.core.db import PROJECT_ROOT, SessionMaker, make_engine, make_sessionmaker, migrate
 from app.core.errors import NotFound, install_error_handlers
+from app.core.text_guard import TextGuardMiddleware
 from app.evaluations.router import job_router as evaluations_jobs
 from app.evaluations.router import router as evaluations
 from app.experiments.router import job_router as experiments_jobs
@@ -132,11 +133,14 @@ def create_app(settings: Settings | None = None, *, server_gc: bool = False) -> 
         description="Run and watch PPO experiments on Ray.",
         lifespan=lifespan,
         docs_url=None,  # _serve_docs: Swagger UI from the service's own files
+        redoc_url=None,  # ReDoc loads its script from a CDN: blank offline; /docs is the one
     )
     app.state.settings = settings
     install_error_handlers(app)
     # Added last runs first: a foreign Host is refused before its Origin is even looked at, and
-    # both before the body is read (or refused for its size).
+    # both before the body is read (or refused for its size), and text no backend can store is
+    # refused (app/core/text_guard.py) in a body already bounded in size.
+    app.add_middleware(TextGuardMiddleware)
     app.add_middleware(
         BodyLimitMiddleware,
         max_body_bytes=settings.max_request_body_bytes,

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from app.core.json_bounds import JsonObject, check_depth
 from app.core.text import NoNulStr
 from app.experiments.lifecycle import ExperimentStatus
 from app.experiments.schemas import ExperimentPublic
@@ -19,11 +20,11 @@ class SweepCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: NoNulStr = Field(min_length=1, max_length=200)
-    config: dict[str, Any] = Field(
+    config: JsonObject = Field(
         default_factory=dict,
         description="The base PPOConfig (partial, resolved with its preset like an experiment's).",
     )
-    grid: dict[str, list[Any]] = Field(
+    grid: Annotated[dict[str, list[Any]], AfterValidator(check_depth)] = Field(
         default_factory=dict,
         description="PPOConfig field (dotted for nested ones: 'stop.env_steps') -> values; "
         "every combination is one group. Empty: one group (a seed sweep).",
