@@ -8,6 +8,8 @@ from pydantic import ValidationError
 
 from app.core.errors import InvalidInput, field_errors
 from app.presets.schemas import EnvSettingsPublic, PresetPublic, ResolvedConfig
+from trainer.env_catalog import unknown_env_message
+from trainer.field_names import config_error_message
 from trainer.presets import PRESETS
 from trainer.resolve import Resolution, deep_merge, leaf_paths, resolve_config
 
@@ -47,12 +49,17 @@ def list_presets() -> list[PresetPublic]:
 
 
 def resolve(raw: dict[str, Any]) -> Resolution:
-    """Resolve a config's preset and validate it; every bad field is named `config.<path>`."""
+    """Resolve a config's preset and validate it; every bad field is named `config.<path>`,
+    an env id that no installed package registers included (trainer/env_catalog.py)."""
     try:
-        return resolve_config(raw)
+        resolution = resolve_config(raw)
     except ValidationError as exc:
-        fields = field_errors(exc.errors(), "config")
+        fields = field_errors(exc.errors(), "config", config_error_message)
         raise InvalidInput("the experiment config is invalid", fields=fields) from None
+    if (why := unknown_env_message(resolution.config.env_id)) is not None:
+        fields = [{"field": "config.env_id", "message": why}]
+        raise InvalidInput("the experiment config is invalid", fields=fields)
+    return resolution
 
 
 def resolved_public(raw: dict[str, Any]) -> ResolvedConfig:

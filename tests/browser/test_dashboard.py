@@ -233,7 +233,7 @@ def test_failure_is_explained_live_on_list_and_detail(
 
     page.goto(f"{service.url}/#/")
     expect(page.locator("#conn")).to_have_attribute("data-state", "online")
-    broken = {**QUICK, "env_id": "NoSuchEnv-v0"}
+    broken = {**QUICK, "env_config": {"no_such_argument": 1}}  # the env itself raises
     created = httpx.post(
         f"{service.url}/api/v1/experiments", json={"name": "broken-env", "config": broken}
     )
@@ -246,7 +246,7 @@ def test_failure_is_explained_live_on_list_and_detail(
     page.wait_for_url(re.compile(rf"#/experiments/{exp_id}$"))
     failure = page.locator(".failure")
     expect(failure).to_be_visible()
-    expect(failure).to_contain_text("NoSuchEnv")
+    expect(failure).to_contain_text("no_such_argument")
     shot(page, artifacts, "experiment-failed")
 
 
