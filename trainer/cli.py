@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from trainer.config import PPOConfig
+from trainer.field_names import config_error_message
 from trainer.inputs import CliError, add_stop_flags, parse_assignments, read_config, stop_overrides
 from trainer.resolve import Resolution, deep_merge, resolve_config
 
@@ -159,7 +160,7 @@ def build_config(base: dict[str, Any], args: argparse.Namespace) -> Resolution:
         return resolve_config(data)
     except ValidationError as exc:
         lines = [
-            f"  {'.'.join(str(p) for p in err['loc']) or '(config)'}: {err['msg']}"
+            f"  {'.'.join(str(p) for p in err['loc']) or '(config)'}: {config_error_message(err)}"
             for err in exc.errors()
         ]
         raise CliError("invalid config:\n" + "\n".join(lines)) from None

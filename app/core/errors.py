@@ -22,6 +22,7 @@ to the log only).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from fastapi import FastAPI, Request
@@ -96,15 +97,20 @@ HTTP_CODES = {
 }
 
 
-def field_errors(errors: list[Any], prefix: str = "") -> list[dict[str, str]]:
+def field_errors(
+    errors: list[Any], prefix: str = "", message: Callable[[Any], str] | None = None
+) -> list[dict[str, str]]:
     """pydantic error dicts -> [{"field": "config.lr", "message": ...}]; a validator's message
-    without pydantic's "Value error, " in front."""
+    without pydantic's "Value error, " in front, or what `message(error)` says."""
     out = []
     for err in errors:
         loc = [str(part) for part in err.get("loc", ()) if part not in ("body",)]
         path = ".".join([prefix, *loc] if prefix else loc) or prefix or "body"
-        message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-        out.append({"field": path, "message": message})
+        if message is not None:
+            text = message(err)
+        else:
+            text = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+        out.append({"field": path, "message": text})
     return out
 
 

@@ -21,6 +21,8 @@ from pydantic import BaseModel, ValidationError
 from app.core.errors import InvalidInput
 from app.sweeps.schemas import SweepCreate
 from trainer.config import MAX_SEED, PPOConfig
+from trainer.env_catalog import unknown_env_message
+from trainer.field_names import config_error_message, unknown_field_message
 from trainer.resolve import deep_merge, resolve_config
 
 MAX_MEMBERS = 256  # grid points x seeds: a sweep is many experiments, not a hyperband
@@ -73,8 +75,7 @@ def key_error(key: str) -> str | None:
     for i, part in enumerate(parts):
         here = ".".join(parts[: i + 1])
         if part not in model.model_fields:
-            owner = "PPOConfig" if i == 0 else ".".join(parts[:i])
-            return f"unknown field: {owner} has no field {part!r}"
+            return unknown_field_message(key)
         if i == len(parts) - 1:
             return None
         annotation = model.model_fields[part].annotation
@@ -137,7 +138,7 @@ def _check_shape(data: SweepCreate) -> list[FieldError]:
 def _blame(error: dict[str, Any], point: dict[str, Any], index: dict[str, int]) -> FieldError:
     """Name the grid value (or base config field) a member's validation error comes from."""
     loc = ".".join(str(p) for p in error["loc"])
-    message = error["msg"].removeprefix("Value error, ")
+    message = config_error_message(error)
     for key in point:
         if loc == key or loc.startswith(key + "."):
             detail = message if loc == key else f"{loc}: {message}"
@@ -164,8 +165,13 @@ def plan(data: SweepCreate) -> Plan:
             try:
                 resolved = resolve_config({**merged, "seed": seed}).config
             except ValidationError as exc:
-                for error in exc.errors():
-                    field = _blame(dict(error), point, index)
+                errors_ = [dict(error) for error in exc.errors()]
+            else:
+                why = unknown_env_message(resolved.env_id)
+                errors_ = [] if why is None else [{"loc": ("env_id",), "msg": why}]
+            if errors_:
+                for error in errors_:
+                    field = _blame(error, point, index)
                     seen.setdefault(f"{field['field']}|{field['message']}", field)
                 break  # the other seeds fail alike
             members.append(Member(group=group, point=point, seed=seed, config=resolved))

@@ -85,8 +85,8 @@ def test_nested_keys_and_seed_only_sweeps(client: TestClient) -> None:
 @pytest.mark.parametrize(
     ("body", "field", "says"),
     [
-        ({"grid": {"learning_rate": [1e-3]}}, "grid.learning_rate", "unknown field"),
-        ({"grid": {"stop.steps": [10]}}, "grid.stop.steps", "stop has no field 'steps'"),
+        ({"grid": {"learning_rate": [1e-3]}}, "grid.learning_rate", "did you mean lr?"),
+        ({"grid": {"stop.steps": [10]}}, "grid.stop.steps", "did you mean stop.env_steps?"),
         ({"grid": {"lr.value": [1]}}, "grid.lr.value", "no fields below"),
         ({"grid": {"seed": [0, 1]}}, "grid.seed", "seeds"),
         ({"grid": {"lr": []}}, "grid.lr", "at least one value"),

@@ -4,7 +4,8 @@
  * instead of sending it silently and failing every submit.
  */
 
-/** Names other PPO libraries use (SB3, CleanRL, RLlib) for PPOConfig's fields. */
+/** Names other PPO libraries use (SB3, CleanRL, RLlib) for PPOConfig's fields; the service
+ * says the same (trainer/field_names.py, kept alike by a test). */
 const ALIASES: Record<string, string> = {
   learning_rate: "lr",
   clip_range: "clip_param",
@@ -23,6 +24,7 @@ const ALIASES: Record<string, string> = {
   lambda: "gae_lambda",
   env: "env_id",
   total_timesteps: "stop.env_steps",
+  steps: "stop.env_steps",
   target_kl: "kl_target",
 };
 

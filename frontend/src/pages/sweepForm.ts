@@ -8,8 +8,6 @@
 import { api, ApiError } from "../api/client";
 import type { SweepCreate } from "../api/sweepTypes";
 import { parseConfigText } from "../form/configFile";
-import { fieldSpecs } from "../form/fields";
-import { suggestField } from "../form/unknownKeys";
 import { clear, el } from "../ui/dom";
 
 const DEFAULT_BASE = "env_id: CartPole-v1\nstop:\n  env_steps: 50000\n";
@@ -50,22 +48,16 @@ export function parseSeeds(text: string): number[] {
     });
 }
 
-/** " (did you mean lr?)" for a grid key PPOConfig lacks, as the experiment form suggests. */
-function guess(field: string): string {
-  if (!field.startsWith("grid.")) return "";
-  const key = field.slice("grid.".length);
-  const known = fieldSpecs().map((spec) => spec.path);
-  if (known.includes(key)) return "";
-  const meant = suggestField(key, known);
-  return meant ? ` (did you mean ${meant}?)` : "";
-}
-
 export function sweepForm(baseConfig: Record<string, unknown> | null, baseName: string | null): HTMLElement {
   const nameInput = el("input", { name: "sweep.name", required: true, maxlength: 200, value: baseName ? `${baseName} sweep` : "", placeholder: "cartpole lr" });
   const baseArea = el("textarea", { name: "sweep.config", rows: 8, spellcheck: "false" });
-  baseArea.value = baseConfig ? JSON.stringify(baseConfig, null, 2) : DEFAULT_BASE;
+  // A sweep sets its members' seeds itself (`seeds`): an experiment's seed leaves the base
+  // config and becomes the first of three seeds, so the untouched form creates the sweep.
+  const { seed, ...base } = baseConfig ?? {};
+  const first = typeof seed === "number" && Number.isInteger(seed) && seed >= 0 ? seed : 0;
+  baseArea.value = baseConfig ? JSON.stringify(base, null, 2) : DEFAULT_BASE;
   const rows = el("div", { class: "grid-rows", "data-role": "grid-rows" });
-  const seedsInput = el("input", { name: "sweep.seeds", value: "0, 1, 2", title: "0, 1, 2 or 0-4" });
+  const seedsInput = el("input", { name: "sweep.seeds", value: `${first}, ${first + 1}, ${first + 2}`, title: "0, 1, 2 or 0-4" });
   const parallelInput = el("input", { name: "sweep.max_parallel", type: "number", min: 1, value: 2 });
   const errorBox = el("div", { class: "error-box", "data-role": "sweep-error", hidden: true });
   const submit = el("button", { type: "submit", class: "btn", "data-action": "create-sweep" }, "Create sweep");
@@ -86,7 +78,7 @@ export function sweepForm(baseConfig: Record<string, unknown> | null, baseName: 
     errorBox.hidden = false;
     clear(errorBox);
     errorBox.append(message);
-    if (fields.length) errorBox.append(el("ul", {}, fields.map((f) => el("li", { "data-error-for": f.field }, `${f.field}: ${f.message}${guess(f.field)}`))));
+    if (fields.length) errorBox.append(el("ul", {}, fields.map((f) => el("li", { "data-error-for": f.field }, `${f.field}: ${f.message}`))));
   }
 
   async function read(): Promise<SweepCreate> {
