@@ -199,3 +199,54 @@ def runner_seed(seed: int, worker_index: int, generation: int = 0) -> int:
     """
     state = np.random.SeedSequence([seed, worker_index, generation]).generate_state(1)
     return int(state[0] % (2**31 - 4096))
+
+
+def make_eval_env(env_id: str, env_config: dict[str, Any], *, render: bool = False) -> Any:
+    """One env with gymnasium's Env API for evaluation: `gym.make`, or for Atari one sub-env of
+    the AtariVectorEnv the policy was trained on (the same preprocessing, frame size and stack;
+    a single ALE env from `gym.make` would give raw 210x160 colour frames). With `render`, the
+    env renders `rgb_array` frames (it may refuse: gymnasium's error, or render_mode not set)."""
+    if family_of(env_id) == "atari":
+        return AtariEvalEnv(env_id, env_config)
+    extra = {"render_mode": "rgb_array"} if render else {}
+    return gym.make(env_id, **{**env_config, **extra})
+
+
+class AtariEvalEnv:
+    """A one-game AtariVectorEnv as a single env. Its frames are what the agent sees (the
+    newest grey frame of the stack, scaled up 4x), so a video shows the policy's own input."""
+
+    render_mode = "rgb_array"
+    spec = None
+    SCALE = 4
+
+    def __init__(self, env_id: str, env_config: dict[str, Any]) -> None:
+        self._vec = make_atari(env_id, 1, env_config, num_threads=1)
+        self.observation_space = observation_space(self._vec)
+        self.action_space = self._vec.single_action_space
+        frameskip = int(env_config.get("frameskip", 4))
+        frames = int(env_config.get("max_num_frames_per_episode", 108_000))
+        self.max_episode_steps = frames // max(1, frameskip)
+        self.metadata = {"render_fps": 60 // max(1, frameskip)}
+        self._obs: np.ndarray | None = None
+
+    def reset(self, *, seed: int | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        obs, _ = self._vec.reset(seed=seed)
+        self._obs = obs[0]
+        return obs[0], {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, _ = self._vec.step(np.asarray([action]))
+        self._obs = obs[0]
+        return obs[0], float(reward[0]), bool(terminated[0]), bool(truncated[0]), {}
+
+    def render(self) -> np.ndarray:
+        """[H*4, W*4, 3] uint8: the newest frame of the stack, grey as the agent sees it."""
+        if self._obs is None:
+            raise RuntimeError("render() before reset()")
+        frame = self._obs[-1] if self._obs.ndim == 3 else self._obs
+        big = np.repeat(np.repeat(frame, self.SCALE, axis=0), self.SCALE, axis=1)
+        return np.repeat(big[:, :, None], 3, axis=2)
+
+    def close(self) -> None:
+        self._vec.close()

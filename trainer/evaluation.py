@@ -132,14 +132,14 @@ def evaluate(
     length)` is called after every episode, `on_video(info, message)` as soon as the video file
     is complete (after the first episode, before the others run).
     """
-    import gymnasium as gym
+    from trainer.envs import make_eval_env
 
     if video is not None:
         headless_rendering()  # before the first env: MuJoCo reads MUJOCO_GL on import
     policy = load_policy(path)
     policy.seed(seed)
     config = policy.config
-    env = gym.make(config.env_id, **config.env_config)
+    env = make_eval_env(config.env_id, config.env_config)
     returns: list[float] = []
     lengths: list[int] = []
     info, message = None, None
@@ -198,11 +198,11 @@ class _Recording:
     def start(
         cls, env_id: str, env_config: dict[str, Any], path: Path, limits: VideoLimits | None
     ) -> _Recording:
-        import gymnasium as gym
+        from trainer.envs import make_eval_env
 
         limits = limits or VideoLimits()  # evaluate() has set up headless rendering
         try:
-            env = gym.make(env_id, **{**env_config, "render_mode": "rgb_array"})
+            env = make_eval_env(env_id, env_config, render=True)
         except Exception as exc:
             return cls(
                 None,
@@ -214,6 +214,7 @@ class _Recording:
             env.close()
             return cls(None, None, f"{env_id} does not support render_mode='rgb_array'")
         steps = env.spec.max_episode_steps if env.spec is not None else None
+        steps = steps or getattr(env, "max_episode_steps", None)
         step = plan_frame_step(steps + 1 if steps else None, limits.max_frames)
         fps = env.metadata.get("render_fps")
         return cls(env, VideoWriter(path, fps, step, limits), None)

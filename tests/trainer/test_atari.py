@@ -166,3 +166,34 @@ def test_one_ppo_iteration_with_the_atari_preset() -> None:
     assert metrics["env_steps"] >= 128 and metrics["episodes"] >= 4
     assert np.isfinite(metrics["policy_loss"]) and np.isfinite(metrics["vf_loss"])
     assert metrics["lr"] == resolved.config.lr
+
+
+def test_an_atari_checkpoint_is_evaluated_on_the_env_it_trained_on(tmp_path) -> None:
+    """`rollout evaluate` on an Atari checkpoint: the preset's preprocessed 64x64 frames (the
+    policy's own input), episodes to the end, and a video of what the agent sees."""
+    from trainer.evaluation import evaluate
+
+    resolved = resolve_config(
+        {
+            "env_id": "ALE/Pong-v5",
+            "num_envs_per_env_runner": 2,
+            "train_batch_size_per_learner": 64,
+            "minibatch_size": 64,
+            "num_epochs": 1,
+            "env_config": {"max_num_frames_per_episode": 400},  # 100-step episodes
+        }
+    )
+    algo = PPO(resolved.config)
+    try:
+        algo.train()
+        ckpt = algo.save_checkpoint(tmp_path / "ckpt")
+    finally:
+        algo.stop()
+    video = tmp_path / "pong.webm"
+    result = evaluate(ckpt, 2, seed=3, video=video)
+    assert result.lengths == [100, 100] and all(np.isfinite(result.returns))
+    assert result.video is not None, result.video_message
+    assert (result.video.width, result.video.height) == (256, 256)
+    assert result.video.source_frames == 101 and video.stat().st_size > 0
+    again = evaluate(ckpt, 2, seed=3)
+    assert again.returns == result.returns and again.lengths == result.lengths
