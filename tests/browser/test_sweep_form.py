@@ -51,15 +51,28 @@ def test_create_a_sweep_from_the_sweeps_page_and_from_an_experiment(
             assert sweep["grid"] == {"lr": [3e-4, 3e-3], "model.hidden_sizes": [[32], [64, 64]]}
             assert sweep["seeds"] == [0, 1] and sweep["config"]["env_id"] == "CartPole-v1"
 
-            config = {"env_id": "Acrobot-v1", "gamma": 0.97, "stop": {"env_steps": 3000}}
+            config = {
+                "env_id": "Acrobot-v1",
+                "gamma": 0.97,
+                "seed": 5,
+                "stop": {"env_steps": 3000},
+            }
             exp = httpx.post(f"{api}/experiments", json={"name": "acro", "config": config})
             page.goto(f"{server.url}/#/experiments/{exp.json()['id']}")
             page.click("[data-action=sweep-from]")
             page.wait_for_url(re.compile(r"#/sweeps\?from=\d+$"))
             base = page.locator('[name="sweep.config"]')
             expect(base).to_be_visible()
-            assert json.loads(base.input_value())["gamma"] == 0.97
+            shown = json.loads(base.input_value())
+            assert shown["gamma"] == 0.97 and "seed" not in shown
             expect(page.locator('[name="sweep.name"]')).to_have_value("acro sweep")
+            expect(page.locator('[name="sweep.seeds"]')).to_have_value("5, 6, 7")
+            # Untouched, the form creates the sweep: the experiment's seed starts the seeds.
+            page.locator("[data-action=create-sweep]").click()
+            page.wait_for_url(re.compile(r"#/sweeps/\d+$"))
+            sweep = httpx.get(f"{api}/sweeps/{page.url.rsplit('/', 1)[1]}").json()
+            assert sweep["name"] == "acro sweep" and sweep["seeds"] == [5, 6, 7]
+            assert sweep["config"]["gamma"] == 0.97 and "seed" not in sweep["config"]
         finally:
             context.close()
     assert [e for e in errors if "422" not in e] == [], errors
