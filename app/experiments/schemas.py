@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from app.core.json_bounds import JsonObject
+from app.core.params import MAX_ID
 from app.core.text import NoNulStr, reject_nul_in_all
 from app.experiments.lifecycle import ExperimentStatus
 
@@ -37,6 +38,15 @@ class ExperimentCreate(BaseModel):
         default_factory=dict, description="A PPOConfig as JSON; omitted fields take defaults."
     )
     tags: Tags = Field(default_factory=list)
+    parent_id: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_ID,
+        description=(
+            "The experiment this one was forked from (the dashboard's fork, after editing its "
+            "config in the form); it must exist."
+        ),
+    )
 
 
 class ExperimentFork(BaseModel):

@@ -182,6 +182,14 @@ def create(
     sweep_point: dict[str, Any] | None = None,
 ) -> Experiment:
     config = validate_config(data.config)
+    if data.parent_id is not None and parent_id is None:
+        if session.get(Experiment, data.parent_id) is None:
+            message = f"no experiment {data.parent_id} to fork from"
+            raise InvalidInput(
+                "invalid experiment", fields=[{"field": "parent_id", "message": message}]
+            )
+        parent_id = data.parent_id
+        reason = f"forked from experiment {parent_id}"
     exp = Experiment(
         sweep_id=sweep_id,
         sweep_group=sweep_group,
@@ -471,6 +479,17 @@ def resume(
     config = source.config
     if request is not None and request.stop:
         config = deep_merge(config, {"stop": request.stop})
+    budget = (config.get("stop") or {}).get("env_steps")
+    if isinstance(budget, int) and checkpoint.env_steps >= budget:
+        # The trainer would stop after one iteration: say why instead of starting it.
+        message = (
+            f"the latest checkpoint is at {checkpoint.env_steps:,} env steps, already at the "
+            f"budget of {budget:,}: give a higher stop.env_steps to train on (`rollout resume "
+            f"{experiment_id} --stop-steps N`)"
+        )
+        raise InvalidInput(
+            "nothing to resume", fields=[{"field": "stop.env_steps", "message": message}]
+        )
     data = ExperimentCreate(
         name=f"{source.name} (resumed)"[:200], config=config, tags=source.tag_names
     )

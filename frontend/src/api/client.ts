@@ -103,8 +103,9 @@ export const api = {
   list: (f: ListFilter = {}) =>
     request<ExperimentPage>("GET", `/experiments${query({ ...f, cursor: f.cursor ?? undefined })}`),
   get: (id: number) => request<Experiment>("GET", `/experiments/${id}`),
-  create: (name: string, config: PPOConfig, tags: string[]) =>
-    request<Experiment>("POST", "/experiments", { name, config, tags }),
+  /** `parentId`: the experiment this one was forked from (kept as its parent, "from #N"). */
+  create: (name: string, config: PPOConfig, tags: string[], parentId: number | null = null) =>
+    request<Experiment>("POST", "/experiments", parentId === null ? { name, config, tags } : { name, config, tags, parent_id: parentId }),
   resolvePreset: (config: PPOConfig) => request<ResolvedConfig>("POST", "/presets/resolve", { config }),
   stop: (id: number) => request<Experiment>("POST", `/experiments/${id}/stop`),
   /** Rename, retag (replaces the tags) or annotate; fields left out stay as they are. */

@@ -15,7 +15,8 @@ export interface paths {
         };
         /**
          * Cluster
-         * @description Ray resources and running jobs, from the jobs runtime.
+         * @description Ray resources and running jobs, from the jobs runtime. A service with jobs disabled
+         *     answers 200 saying so: a state of this service, not an outage.
          */
         get: operations["cluster_api_v1_cluster_get"];
         put?: never;
@@ -1146,6 +1147,11 @@ export interface components {
             };
             /** Name */
             name: string;
+            /**
+             * Parent Id
+             * @description The experiment this one was forked from (the dashboard's fork, after editing its config in the form); it must exist.
+             */
+            parent_id?: number | null;
             /** Tags */
             tags?: string[];
         };

@@ -238,19 +238,22 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
       fileMsg.className = "field-error";
     }
   }
+  let forkedFrom: number | null = null; // set when the form opened as a fork (?from=ID)
   fileInput.addEventListener("change", async () => {
     const f = fileInput.files?.[0];
     if (f) await applyText(await f.text(), f.name);
   });
   applyBtn.addEventListener("click", () => void applyText(pasteArea.value, "the pasted text"));
 
-  // Fork: start from another experiment's config.
+  // Fork: start from another experiment's config; the new one keeps it as its parent.
   const from = query.get("from");
   if (from && /^\d+$/.test(from)) {
     api
       .get(Number(from))
       .then((src) => {
-        if (!closed) loaded(src.config, `${src.name}-fork`, src.tags, `Config copied from #${src.id} “${src.name}”.`);
+        if (closed) return;
+        loaded(src.config, `${src.name}-fork`, src.tags, `Config copied from #${src.id} “${src.name}”.`);
+        forkedFrom = src.id;
       })
       .catch((e) => showFormErrors([`Could not load experiment ${from}: ${(e as Error).message}`]));
   }
@@ -316,7 +319,7 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
     submit.disabled = true;
     submit.textContent = "Creating…";
     try {
-      const created = await api.create(nameInput.value.trim(), config, tags);
+      const created = await api.create(nameInput.value.trim(), config, tags, forkedFrom);
       location.hash = `#/experiments/${created.id}`;
     } catch (e) {
       if (e instanceof ApiError && e.status === 422) showApiErrors(e);
