@@ -134,11 +134,25 @@ def _refuse_a_shared_head(settings: Any) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    serve = sub.add_parser("serve", help="start the service (API, dashboard, jobs)")
+    serve = sub.add_parser(
+        "serve",
+        help="start the service (API, dashboard, jobs)",
+        description=(
+            "Start the service: the REST API, the dashboard and, unless "
+            "ROLLOUT_JOBS_ENABLED=false, a local Ray head for the jobs (RAY_ADDRESS for an "
+            "existing cluster). Every setting "
+            "is also read from ROLLOUT_* variables (docs/operations.md); these flags win."
+        ),
+    )
     serve.set_defaults(handler=cmd_serve)
-    serve.add_argument("--host")
-    serve.add_argument("--port", type=int)
-    serve.add_argument("--data-dir")
+    serve.add_argument(
+        "--host", help="address to listen on (ROLLOUT_HOST; default 127.0.0.1, loopback only)"
+    )
+    serve.add_argument("--port", type=int, help="port to listen on (ROLLOUT_PORT; default 8000)")
+    serve.add_argument(
+        "--data-dir",
+        help="where the SQLite file, checkpoints and job folders live (ROLLOUT_DATA_DIR)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

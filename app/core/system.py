@@ -17,7 +17,7 @@ from sqlalchemy import text
 from app.core.auth import require_api_token
 from app.core.config import Settings
 from app.core.deps import read_sessionmaker
-from app.core.errors import RolloutError, Unavailable
+from app.core.errors import RolloutError
 
 # Whatever ROLLOUT_MIN_FREE_BYTES says (0 included), the database and the logs need some room:
 # below this the disk counts as full.
@@ -137,8 +137,12 @@ api_router.add_api_route("/health", health, methods=["GET"])
 
 @api_router.get("/cluster")
 async def cluster(request: Request) -> Any:
-    """Ray resources and running jobs, from the jobs runtime."""
+    """Ray resources and running jobs, from the jobs runtime. A service with jobs disabled
+    answers 200 saying so: a state of this service, not an outage."""
     jobs = getattr(request.app.state, "jobs", None)
     if jobs is None:
-        raise Unavailable("jobs are disabled on this service (ROLLOUT_JOBS_ENABLED=false)")
-    return await _maybe_await(jobs.cluster_info())
+        return {
+            "jobs_enabled": False,
+            "message": "jobs are disabled on this service (ROLLOUT_JOBS_ENABLED=false)",
+        }
+    return {"jobs_enabled": True, **await _maybe_await(jobs.cluster_info())}

@@ -279,6 +279,27 @@ def test_resume_needs_a_checkpoint_and_points_at_the_latest(client, create_exper
     assert archive.content == b"ckpt2"
 
 
+def test_resume_at_the_budget_is_refused_with_the_reason(client, create_experiment, job_token):
+    exp = create_experiment("done", config={"env_id": "CartPole-v1", "stop": {"env_steps": 2048}})
+    headers = {"Authorization": f"Bearer {job_token(exp['id'])}"}
+    client.put(
+        f"/api/v1/jobs/experiments/{exp['id']}/checkpoints",
+        params={"iteration": 4, "env_steps": 2048},
+        content=b"final",
+        headers=headers,
+    )
+    refused = client.post(f"/api/v1/experiments/{exp['id']}/resume")
+    assert refused.status_code == 422, refused.text
+    [field] = refused.json()["error"]["fields"]
+    assert field["field"] == "stop.env_steps" and "2,048" in field["message"]
+    assert len(client.get("/api/v1/experiments").json()["items"]) == 1  # nothing created
+    more = client.post(
+        f"/api/v1/experiments/{exp['id']}/resume", json={"stop": {"env_steps": 4096}}
+    )
+    assert more.status_code == 201, more.text
+    assert more.json()["config"]["stop"]["env_steps"] == 4096
+
+
 def test_logs_tail(client, create_experiment, job_token):
     exp = create_experiment()
     headers = {"Authorization": f"Bearer {job_token(exp['id'])}"}
@@ -299,9 +320,10 @@ def test_health_and_cluster_without_jobs(client):
     }
     assert health["live"]["connected"] is True
     assert client.get("/api/v1/health").status_code == 200
-    cluster = client.get("/api/v1/cluster")
-    assert cluster.status_code == 503
-    assert "disabled" in cluster.json()["error"]["message"]
+    cluster = client.get("/api/v1/cluster")  # a state, not an outage
+    assert cluster.status_code == 200
+    assert cluster.json()["jobs_enabled"] is False and "disabled" in cluster.json()["message"]
+    assert client.get("/redoc").status_code == 404  # no page that needs a CDN offline
 
 
 def test_conflicting_transitions_from_two_threads_cannot_both_succeed(app, create_experiment):
