@@ -175,11 +175,10 @@ def progress_line(metrics: dict[str, float], best_return: float) -> str:
     """One human-readable line per iteration for the dashboard's log tail."""
     ret = metrics.get("episode_return_mean", math.nan)
     sps = metrics.get("env_steps_per_s", math.nan)
-    best = f"{best_return:.1f}" if math.isfinite(best_return) else "-"
-    return (
-        f"iter {int(metrics['iteration'])} steps {int(metrics['env_steps'])} "
-        f"return {ret:.1f} (best {best}) {sps:.0f} steps/s"
-    )
+    head = f"iter {int(metrics['iteration'])} steps {int(metrics['env_steps'])}"
+    if not math.isfinite(best_return):  # long episodes (Atari): minutes before the first ends
+        return f"{head} return - (0 episodes finished yet) {sps:.0f} steps/s"
+    return f"{head} return {ret:.1f} (best {best_return:.1f}) {sps:.0f} steps/s"
 
 
 # --- checkpoint sinks ------------------------------------------------------------------------

@@ -53,6 +53,9 @@ def test_progress_line() -> None:
         best_return=30.0,
     )
     assert line == "iter 3 steps 1536 return 22.4 (best 30.0) 9000 steps/s"
+    first = {"iteration": 1, "env_steps": 8192, "env_steps_per_s": 1200.0}
+    before = progress_line({**first, "episode_return_mean": float("nan")}, float("-inf"))
+    assert before == "iter 1 steps 8192 return - (0 episodes finished yet) 1200 steps/s"
 
 
 @pytest.mark.parametrize("how", ["sigterm", "orphaned"])
