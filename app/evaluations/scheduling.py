@@ -66,10 +66,27 @@ class EvaluationSnapshot:
     created_at: dt.datetime
     started_at: dt.datetime | None
     scheduled: bool = False
+    run_ended: bool = True  # its experiment has finished (succeeded, failed or stopped)
+
+    @property
+    def while_training(self) -> bool:
+        """A scheduled evaluation of a run still training: it takes only what the run leaves
+        idle. Once the run has ended it is an evaluation like any other."""
+        return self.scheduled and not self.run_ended
 
     @property
     def resources(self) -> ExperimentResources:
-        return SCHEDULED_RESOURCES if self.scheduled else EVALUATION_RESOURCES
+        return SCHEDULED_RESOURCES if self.while_training else EVALUATION_RESOURCES
+
+    @property
+    def waiting_for(self) -> str:
+        """The queued status's reason, as the evaluation's page shows it."""
+        if self.while_training:
+            return (
+                "waiting for an idle core: while its run trains, a scheduled evaluation takes "
+                "only the CPU the run leaves idle"
+            )
+        return "waiting for cluster resources"
 
 
 @dataclass(frozen=True)
@@ -80,14 +97,14 @@ class EvaluationQueue:
     @property
     def watched(self) -> set[int]:
         """Experiments with a scheduled evaluation running (the next one waits for it)."""
-        return {s.experiment_id for s in self.active if s.scheduled}
+        return {s.experiment_id for s in self.active if s.while_training}
 
     @property
     def newest_scheduled(self) -> dict[int, int]:
         """Experiment id -> its newest waiting scheduled evaluation (filmed first)."""
         newest: dict[int, int] = {}
         for s in self.queued:
-            if s.scheduled:
+            if s.while_training:
                 newest[s.experiment_id] = max(s.id, newest.get(s.experiment_id, s.id))
         return newest
 
@@ -109,8 +126,12 @@ def oldest_first(*queues: Iterable[Any]) -> list[Any]:
 
 
 def snapshots(session: Session) -> list[EvaluationSnapshot]:
-    rows = session.scalars(
-        select(Evaluation)
+    from app.experiments.lifecycle import FINISHED
+    from app.experiments.models import Experiment
+
+    rows = session.execute(
+        select(Evaluation, Experiment.status)
+        .join(Experiment, Experiment.id == Evaluation.experiment_id)
         .where(Evaluation.status.in_((E.pending, E.queued, E.running)))
         .order_by(Evaluation.id)
     )
@@ -123,8 +144,9 @@ def snapshots(session: Session) -> list[EvaluationSnapshot]:
             created_at=e.created_at,
             started_at=e.started_at,
             scheduled=e.scheduled,
+            run_ended=run_status in FINISHED,
         )
-        for e in rows
+        for e, run_status in rows
     ]
 
 
@@ -152,9 +174,7 @@ class EvaluationScheduler:
         snaps = await self._db(snapshots)
         for snap in snaps:
             if snap.status == E.pending:
-                await self._db(
-                    _settle, snap.id, (E.pending,), E.queued, "waiting for cluster resources"
-                )
+                await self._db(_settle, snap.id, (E.pending,), E.queued, snap.waiting_for)
         active = [s for s in snaps if s.status == E.running]
         if active:
             jobs = await asyncio.gather(*(self._job_of(s) for s in active))
@@ -208,7 +228,7 @@ class EvaluationScheduler:
             job_dir=layout.evaluation_job_dir(self.settings.data_dir, snap.id),
             entrypoint_module=ENTRYPOINT_MODULE,
             extra_env={ENV_EVALUATION_ID: str(snap.id)},
-            niceness=SCHEDULED_NICENESS if snap.scheduled else 0,
+            niceness=SCHEDULED_NICENESS if snap.while_training else 0,
         )
         try:
             await self.launcher.submit(submission_id, request)

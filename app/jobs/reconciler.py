@@ -414,13 +414,14 @@ class Reconciler:
         background_ok: bool,
         newest: dict[int, int],
     ) -> QueueEntry:
-        """A scheduled evaluation waits while its experiment's previous one runs (`watched`),
-        while this machine has no idle core (`background_ok`, app/jobs/node_load.py), and
-        while a newer one of its experiment waits (`newest`: the latest policy is filmed
-        first, the backlog after)."""
+        """While its run trains, a scheduled evaluation waits while its experiment's previous
+        one runs (`watched`), while this machine has no idle core (`background_ok`,
+        app/jobs/node_load.py), and while a newer one of its experiment waits (`newest`: the
+        latest policy is filmed first, the backlog after). Once the run has ended it queues
+        like any evaluation."""
 
         def held() -> bool:
-            if not snap.scheduled:
+            if not snap.while_training:
                 return False
             if not background_ok or snap.experiment_id in watched:
                 return True
@@ -431,7 +432,7 @@ class Reconciler:
 
         async def launch() -> bool:
             launched = await self.evaluations.launch(snap)
-            if launched and snap.scheduled:
+            if launched and snap.while_training:
                 watched.add(snap.experiment_id)
             return launched
 

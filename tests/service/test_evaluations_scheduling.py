@@ -369,3 +369,25 @@ def test_idle_cores_read_proc_stat_once_per_tick(monkeypatch: pytest.MonkeyPatch
         gate.allows_background_work()
     assert clock["reads"] == 4
     assert gate.sample() == pytest.approx(1.0)
+
+
+def test_once_the_run_ended_its_scheduled_evaluations_run_like_any_other(
+    sessionmaker: SessionMaker, ray: ScriptedRay, tmp_path: Path
+) -> None:
+    """No idle core (the machine is busy) holds a scheduled evaluation only while its run
+    trains; its queued reason says so. After the run, it reserves a CPU and starts."""
+    load = FixedLoad(idle=False)
+    reconciler = make_reconciler(sessionmaker, ray, tmp_path, load=load)
+    exp_id = create(sessionmaker, {**SMALL, "checkpoint_every": 1, "evaluation_every": 1})
+    tick(reconciler)
+    scheduled = checkpoint_at(sessionmaker, exp_id, 1)
+    assert scheduled is not None
+    tick(reconciler)
+    row = evaluation_row(sessionmaker, scheduled)
+    assert row.status.value == "queued" and "idle core" in row.reason
+    with transaction(sessionmaker) as session:
+        experiments.transition(session, exp_id, "succeeded", "done")
+    tick(reconciler)
+    assert eval_status(sessionmaker, scheduled) == "running"
+    request = ray.submitted[-1][1]
+    assert request.resources.cpus == 1.0 and request.niceness == 0
