@@ -56,6 +56,8 @@ S = ExperimentStatus
 # AF_UNIX socket paths are limited to 107 bytes; Ray appends ~70 (session dir, socket name).
 MAX_RAY_TEMP_DIR_LEN = 35
 DEFAULT_STOP_GRACE_S = 60.0
+# `rollout serve` shutting down waits at most this long for its jobs' drivers to end.
+SHUTDOWN_WAIT_S = 15.0
 # How long a head left by an earlier API process gets to answer before it is stopped instead.
 ADOPT_TIMEOUT_S = 15.0
 # How often the head record is brought up to date with the processes below the head.
@@ -288,9 +290,14 @@ class JobsRuntime:
                     await task
         self._task = self._record_task = None
         if self.head is not None:
-            await self._end_local_experiments()
+            # Drivers first (they end their iteration and write it down), then the head, then
+            # what they wrote is salvaged and the status settled: nothing is written behind it.
+            running = await asyncio.to_thread(run_in_transaction, self.sessionmaker, _active_jobs)
+            if self.launcher is not None and running:
+                await self._stop_and_wait([job for _, job in running if job is not None])
             await asyncio.to_thread(self.head.stop)
             self.head = None
+            await self._end_local_experiments()
             head_state.clear(self.settings.data_dir)
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
@@ -300,18 +307,26 @@ class JobsRuntime:
             self.launcher = None
 
     async def _end_local_experiments(self) -> None:
-        """The local head (and every job on it) goes away with the service: say so."""
+        """The local head (and every job on it) went away with the service: store what the
+        stopped drivers wrote down but could not send (the API no longer answers them), then
+        mark their experiments stopped."""
 
         def end_all(session: Session) -> list[int]:
-            rows = session.scalars(select(Experiment.id).where(Experiment.status.in_(ACTIVE)))
-            ids = list(rows)
-            for exp_id in ids:
+            rows = session.scalars(select(Experiment).where(Experiment.status.in_(ACTIVE)))
+            ids = []
+            for exp in list(rows):
+                salvage_metrics(
+                    session,
+                    exp.id,
+                    layout.experiment_job_dir(self.settings.data_dir, exp.id) / "metrics.jsonl",
+                )
                 service.transition(
                     session,
-                    exp_id,
+                    exp.id,
                     S.stopped,
                     "the service shut down and its local Ray cluster with it",
                 )
+                ids.append(exp.id)
             return ids
 
         try:
@@ -321,6 +336,31 @@ class JobsRuntime:
             return
         if ids:
             log.warning("stopped experiments %s with the local Ray head", ids)
+
+    async def _stop_and_wait(self, ray_job_ids: list[str]) -> None:
+        """stop_job for each (SIGTERM: the driver ends its iteration, writes its rows to its
+        JSONL copy and saves a final checkpoint), then poll until all ended, at most
+        SHUTDOWN_WAIT_S: a driver that cannot report to the stopped API would otherwise hold
+        Ctrl-C for its whole retry time."""
+        assert self.launcher is not None
+        launcher = self.launcher
+        for job_id in ray_job_ids:
+            with contextlib.suppress(Exception):
+                await launcher.stop(job_id)
+        deadline = asyncio.get_running_loop().time() + min(self.stop_grace_s, SHUTDOWN_WAIT_S)
+        waiting = list(ray_job_ids)
+        while waiting and asyncio.get_running_loop().time() < deadline:
+            states = []
+            for job_id in waiting:
+                try:
+                    states.append((job_id, (await launcher.job(job_id)).state.is_terminal))
+                except Exception:
+                    states.append((job_id, True))  # Ray no longer answers: nothing to wait for
+            waiting = [job_id for job_id, ended in states if not ended]
+            if waiting:
+                await asyncio.sleep(0.5)
+        if waiting:
+            log.warning("Ray jobs %s did not end within the stop grace", waiting)
 
     # --- what the API asks ----------------------------------------------------------------------
     async def on_created(self, experiment_id: int) -> None:
@@ -406,3 +446,11 @@ def prune_sessions(temp_dir: Path, keep: int = 3) -> None:
     sessions = sorted(p for p in temp_dir.glob("session_2*") if p.is_dir())
     for old in sessions[:-keep] if keep else sessions:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _active_jobs(session: Session) -> list[tuple[int, str | None]]:
+    """(experiment id, Ray job id) of every running or stopping experiment."""
+    rows = session.execute(
+        select(Experiment.id, Experiment.ray_job_id).where(Experiment.status.in_(ACTIVE))
+    )
+    return [(exp_id, job_id) for exp_id, job_id in rows]

@@ -14,12 +14,16 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import select
 
+from app.core import layout
 from app.core.config import Settings
 from app.core.db import make_engine, make_sessionmaker, migrate, transaction
 from app.experiments import service
 from app.jobs.ray_head import alive, apply_ray_env, descendants, free_ports
 from app.jobs.runtime import MAX_RAY_TEMP_DIR_LEN, JobsRuntime, prune_sessions, ray_temp_dir
+from app.jobs.salvage import undelivered_rows
+from app.metrics.models import MetricPoint
 
 
 def test_ray_temp_dir_stays_short_enough_for_unix_sockets(tmp_path: Path) -> None:
@@ -141,6 +145,17 @@ def test_ctrl_c_of_rollout_serve_leaves_no_ray_process(tmp_path: Path) -> None:
 
     engine = make_engine(f"sqlite:///{tmp_path / 'r.db'}")
     with transaction(make_sessionmaker(engine)) as session:
-        assert service.get(session, exp_id).status.value == "stopped"
+        exp = service.get(session, exp_id)
+        assert exp.status.value == "stopped"
         assert "shut down" in service.events(session, exp_id)[-1].reason
+        # Every row the driver wrote down, its last ones after Ctrl-C included, is stored.
+        jsonl = layout.experiment_job_dir(tmp_path, exp_id) / "metrics.jsonl"
+        written = [row.step for row in undelivered_rows(jsonl, None)]
+        stored = session.scalars(
+            select(MetricPoint.step)
+            .where(MetricPoint.experiment_id == exp_id)
+            .distinct()
+            .order_by(MetricPoint.step)
+        ).all()
+        assert written and list(stored) == written and exp.env_steps == written[-1]
     engine.dispose()
