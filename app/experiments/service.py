@@ -479,8 +479,8 @@ def resume(
     config = source.config
     if request is not None and request.stop:
         config = deep_merge(config, {"stop": request.stop})
-    budget = (config.get("stop") or {}).get("env_steps")
-    if isinstance(budget, int) and checkpoint.env_steps >= budget:
+    budget = validate_config(config).stop.env_steps  # a bad stop field is its own 422 first
+    if budget is not None and checkpoint.env_steps >= budget:
         # The trainer would stop after one iteration: say why instead of starting it.
         message = (
             f"the latest checkpoint is at {checkpoint.env_steps:,} env steps, already at the "

@@ -127,7 +127,7 @@ def test_first_bad_string_names_the_path() -> None:
         "a.2",
         first_bad_string(LONE)[1],  # type: ignore[index]
     )
-    assert first_bad_string({"a": ["\ud83d\ude00"], "b": None}) is None
+    assert first_bad_string({"a": [json.loads('"\\ud83d\\ude00"')], "b": None}) is None  # a pair
     deep: Any = LONE
     for _ in range(5000):  # deeper than the recursion limit
         deep = [deep]
