@@ -9,7 +9,9 @@ shared filesystem.
 Lifecycle as seen by the API: `running` once the job starts; metrics and a progress log line
 every iteration; a checkpoint every `checkpoint_every` iterations and at the end; finally
 `succeeded` (with the stop criterion met), `stopped` (SIGTERM from `stop_job`: a final checkpoint
-is saved and uploaded first) or `failed` (with the error and the traceback tail).
+is saved and uploaded first) or `failed` (with the error and the traceback tail). A final status
+the API cannot take (it stayed down past the reporter's patience) is left in the job dir for the
+API to settle the run with once it is back (app/jobs/salvage.py); the job still exits 0.
 """
 
 from __future__ import annotations
@@ -29,12 +31,14 @@ from trainer.api_client import Failure, job_preamble, usable_job_dir
 from trainer.config import PPOConfig
 from trainer.job_token import job_token
 from trainer.loop import ArchiveCheckpoints, ReporterSink, progress_line, run_loop
-from trainer.reporter import Reporter
+from trainer.reporter import Reporter, status_report
 from trainer.wire import (
     API_PREFIX,
     ENV_API_URL,
     ENV_EXPERIMENT_ID,
     ENV_JOB_DIR,
+    FINAL_STATUS_FILE,
+    FinalStatusRecord,
 )
 
 if TYPE_CHECKING:
@@ -178,41 +182,57 @@ class ExperimentRun:
 
     def _finish(self, reason: str) -> None:
         """The final status, after the reporter delivered everything or its patience ran out:
-        then the status says what did not arrive (the API recovers the metric rows from the
-        job dir's JSONL copy before it accepts a final status, when it can read it)."""
-        timeout_s = self.stop_flag.flush_timeout_s
-        missing = self._flush(timeout_s)
+        then the status says what did not arrive."""
         if self.stop_flag.orphaned and reason == "stop requested":
             status, reason = "stopped", "stopped: the Ray job supervisor went away"
         elif self.stop_flag.is_set and reason == "stop requested":
             status, reason = "stopped", "stopped by request"
         else:
             status, reason = "succeeded", f"stop criterion met: {reason}"
-        self.reporter.report_status(status, reason=reason + missing, timeout_s=timeout_s)
+        self._report_final(status, reason)
 
     def _fail(self, failure: Failure) -> None:
         self.reporter.add_log(failure.error)
+        self._report_final("failed", "job raised", error=failure.error, log_tail=failure.log_tail)
+
+    def _report_final(
+        self, status: str, reason: str, *, error: str | None = None, log_tail: str | None = None
+    ) -> None:
+        """Deliver what the reporter holds, then the final status. An API that stays away
+        past the patience does not turn the run's outcome into a failure: the status, with
+        what was not delivered, is left in the job dir, and the API settles the experiment
+        with it once the job has ended (app/jobs/salvage.py)."""
         timeout_s = self.stop_flag.flush_timeout_s
-        missing = self._flush(timeout_s)
+        undelivered = None if self.reporter.close(timeout_s) else self.reporter.undelivered()
+        missing = f"; {undelivered.describe()}" if undelivered else ""
+        if undelivered:
+            log.warning("%s", undelivered.describe())
         try:
             self.reporter.report_status(
-                "failed",
-                reason="job raised" + missing,
-                error=failure.error,
-                log_tail=failure.log_tail,
+                status, reason=reason + missing, error=error, log_tail=log_tail,
                 timeout_s=timeout_s,
+            )  # fmt: skip
+        except Exception as exc:
+            record = FinalStatusRecord(
+                report=status_report(status, reason, error, log_tail),
+                steps=list(undelivered.steps) if undelivered else [],
+                checkpoints=list(undelivered.checkpoints) if undelivered else [],
+                log_lines=list(undelivered.lines) if undelivered else [],
             )
-        except Exception:
-            log.exception("could not report the failure; the service reads Ray's job log instead")
-
-    def _flush(self, timeout_s: float) -> str:
-        """Wait up to `timeout_s` for the reporter; "" when all arrived, else "; not delivered
-        to the API: ..." for the final status's reason."""
-        if self.reporter.close(timeout_s):
-            return ""
-        undelivered = self.reporter.undelivered()
-        log.warning("%s", undelivered.describe())
-        return f"; {undelivered.describe()}" if undelivered else ""
+            path = self.env.job_dir / FINAL_STATUS_FILE
+            try:
+                tmp = path.with_suffix(".part")
+                tmp.write_text(record.model_dump_json())
+                os.replace(tmp, path)
+            except OSError:
+                log.exception("could not report the final status nor leave it in %s", path)
+                return
+            log.warning(
+                "could not report the final status (%s: %s); left it in %s for the service",
+                type(exc).__name__,
+                exc,
+                path,
+            )
 
 
 def main() -> int:

@@ -198,22 +198,36 @@ class ArchiveCheckpoints:
     a log line and removes its partial files: training goes on, the next one is tried."""
 
     def __init__(self, job_dir: Path, reporter: Reporter) -> None:
-        self.root = job_dir / "checkpoints"
+        from trainer.wire import CHECKPOINTS_SUBDIR
+
+        self.root = job_dir / CHECKPOINTS_SUBDIR
         self.reporter = reporter
 
     def save(self, algo: PPO, result: IterationResult, *, final: bool) -> Path | None:
         from trainer.checkpoint import pack
-        from trainer.wire import CheckpointMeta
+        from trainer.wire import CheckpointMeta, checkpoint_meta_path
 
         directory = self.root / f"iter_{result.iteration:06d}"
         archive = directory.with_name(directory.name + ".tar.gz")
+        ret = result.episode_return_mean
+        meta = CheckpointMeta(
+            iteration=result.iteration,
+            env_steps=result.env_steps,
+            episode_return_mean=ret if math.isfinite(ret) else None,
+            final=final,
+        )
+        sidecar = checkpoint_meta_path(archive)
         try:
             algo.save_checkpoint(directory)
             pack(directory, archive)
+            # Beside the archive until it is uploaded: the API can store it from here if the
+            # job cannot deliver it (app/jobs/salvage.py).
+            sidecar.write_text(meta.model_dump_json())
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
             archive.unlink(missing_ok=True)
+            sidecar.unlink(missing_ok=True)
             message = (
                 f"checkpoint of iteration {result.iteration} skipped: no space left in "
                 f"{self.root} ({exc.strerror}); training goes on"
@@ -223,12 +237,5 @@ class ArchiveCheckpoints:
             return None
         finally:
             shutil.rmtree(directory, ignore_errors=True)
-        ret = result.episode_return_mean
-        meta = CheckpointMeta(
-            iteration=result.iteration,
-            env_steps=result.env_steps,
-            episode_return_mean=ret if math.isfinite(ret) else None,
-            final=final,
-        )
         self.reporter.add_checkpoint(archive, meta)
         return archive

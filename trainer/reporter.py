@@ -45,7 +45,13 @@ from trainer.api_client import (
     file_chunks,
     storable,
 )
-from trainer.wire import CheckpointMeta, LogLines, MetricsRow, StatusReport
+from trainer.wire import (
+    CheckpointMeta,
+    LogLines,
+    MetricsRow,
+    StatusReport,
+    checkpoint_meta_path,
+)
 
 __all__ = ["Backoff", "PermanentError", "Reporter", "ReporterStats", "Undelivered"]
 
@@ -85,6 +91,7 @@ class Undelivered:
     steps: tuple[int, ...] = ()
     checkpoints: tuple[int, ...] = ()
     log_lines: int = 0
+    lines: tuple[str, ...] = ()  # the undelivered log lines themselves
 
     def __bool__(self) -> bool:
         return bool(self.steps or self.checkpoints or self.log_lines)
@@ -231,12 +238,7 @@ class Reporter:
         timeout_s: float = 60.0,
     ) -> None:
         """Post a lifecycle transition, retrying transient failures up to `timeout_s`."""
-        report = StatusReport(
-            status=status,  # type: ignore[arg-type]
-            reason=storable(reason)[:2000],
-            error=storable(error)[-20_000:] if error else None,
-            log_tail=storable(log_tail)[-200_000:] if log_tail else None,
-        )
+        report = status_report(status, reason, error, log_tail)
         self._api.call("POST", "/status", timeout_s=timeout_s, json=report.model_dump(mode="json"))
 
     def close(self, timeout_s: float = 60.0) -> bool:
@@ -262,7 +264,7 @@ class Reporter:
         reporter)."""
         with self._cond:
             pending = [p.meta.iteration for p in self._checkpoints]
-            log_lines = len(self._logs)
+            lines = tuple(self._logs)
             sent = self._sent_bytes
             in_memory = [json.loads(line)["step"] for line in self._unwritten]
         steps = list(self.stats.given_up_rows) + in_memory  # the latter lost with the job
@@ -275,7 +277,8 @@ class Reporter:
             job_dir=self.job_dir,
             steps=tuple(sorted(steps)),
             checkpoints=tuple(sorted(self.stats.given_up_checkpoints + pending)),
-            log_lines=log_lines,
+            log_lines=len(lines),
+            lines=lines,
         )
 
     def shutdown(self) -> None:
@@ -417,18 +420,36 @@ class Reporter:
             raise
         self.stats.checkpoints_sent += 1
         self._pop_checkpoint()
-        pending.path.unlink(missing_ok=True)
+        _remove_archive(pending.path)
 
     def _keep_refused(self, archive: Path) -> None:
         """A checkpoint refused for good (e.g. 507, the API's storage is full) stays in the
         job dir, but only the latest one: on a full disk they must not pile up."""
         previous, self._refused_archive = self._refused_archive, archive
         if previous is not None and previous != archive:
-            previous.unlink(missing_ok=True)
+            _remove_archive(previous)
 
     def _pop_checkpoint(self) -> None:
         with self._cond:
             self._checkpoints.popleft()
+
+
+def status_report(
+    status: str, reason: str = "", error: str | None = None, log_tail: str | None = None
+) -> StatusReport:
+    """A StatusReport cut to the wire's limits (the error's and the log's tails are kept)."""
+    return StatusReport(
+        status=status,  # type: ignore[arg-type]
+        reason=storable(reason)[:2000],
+        error=storable(error)[-20_000:] if error else None,
+        log_tail=storable(log_tail)[-200_000:] if log_tail else None,
+    )
+
+
+def _remove_archive(archive: Path) -> None:
+    """A packed checkpoint and the CheckpointMeta beside it (for the API's salvage)."""
+    archive.unlink(missing_ok=True)
+    checkpoint_meta_path(archive).unlink(missing_ok=True)
 
 
 def _read_rows(path: Path, offset: int, limit: int) -> tuple[list[str], int]:

@@ -8,6 +8,7 @@ target status, checkpoints by iteration.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, AllowInfNan, BaseModel, ConfigDict, Field
@@ -84,6 +85,27 @@ class StatusReport(_Wire):
     reason: Text = Field(default="", max_length=2000)
     error: Text | None = Field(default=None, max_length=20_000)
     log_tail: Text | None = Field(default=None, max_length=200_000)
+
+
+# --- what a job leaves in its job dir for the API to pick up (when the dir is on its machine) ---
+FINAL_STATUS_FILE = "final_status.json"
+CHECKPOINTS_SUBDIR = "checkpoints"  # iter_000012.tar.gz with its CheckpointMeta in iter_000012.json
+
+
+def checkpoint_meta_path(archive: Path) -> Path:
+    """The CheckpointMeta written beside a packed checkpoint in the job dir."""
+    return archive.with_name(archive.name.removesuffix(".tar.gz") + ".json")
+
+
+class FinalStatusRecord(_Wire):
+    """The final status a job could not deliver (the API stayed unreachable past the job's
+    patience), written to `<job dir>/final_status.json`: once the job has ended the API settles
+    the experiment with it, after storing the rows and checkpoints the job dir holds."""
+
+    report: StatusReport
+    steps: list[int] = Field(default_factory=list, description="Undelivered metric rows.")
+    checkpoints: list[int] = Field(default_factory=list, description="Undelivered iterations.")
+    log_lines: list[Text] = Field(default_factory=list, max_length=10_000)
 
 
 class LogLines(_Wire):

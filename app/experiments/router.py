@@ -37,7 +37,7 @@ from app.experiments.schemas import (
     LogsPublic,
 )
 from app.experiments.service import JobsControl
-from app.jobs.salvage import salvage_metrics
+from app.jobs.salvage import salvage_job_dir
 from trainer.wire import JobTokenGrant, LogLines, StatusReport
 
 router = APIRouter(
@@ -256,21 +256,18 @@ def job_report_status(
     it ended: a retried final report). Any other report after the end is refused (403).
 
     `running` while a stop is in flight (`stopping`) is accepted and ignored: the stop wins.
-    A final status first recovers the metric rows the job wrote to its JSONL copy (in its job
-    dir, when that is on this machine) but could not deliver: the end revokes the job's token,
-    so nothing sent later could arrive.
+    A final status first stores what the job wrote to its job dir (when that is on this
+    machine) but could not deliver, metric rows and checkpoints (app/jobs/salvage.py): the end
+    revokes the job's token, so nothing sent later could arrive.
     """
     current = service.get(session, experiment_id).status
     repeat = current.is_finished and current.value == body.status
     exp = service.authorize_job(session, experiment_id, token, finished_ok=repeat, lock=True)
+    found = ""
     if ExperimentStatus(body.status).is_finished and not repeat:
-        salvage_metrics(
-            session,
-            experiment_id,
-            experiment_job_dir(settings.data_dir, experiment_id) / "metrics.jsonl",
-        )
+        found = salvage_job_dir(session, settings, experiment_id).describe()
     if not (body.status == "running" and exp.status == ExperimentStatus.stopping):
-        reason = body.reason or f"reported by job: {body.status}"
+        reason = (body.reason or f"reported by job: {body.status}") + found
         exp = service.transition(
             session, experiment_id, body.status, reason, error=body.error, log_tail=body.log_tail
         )

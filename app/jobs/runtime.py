@@ -23,6 +23,7 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ from app.jobs.ray_head import (
     proc_start_time,
 )
 from app.jobs.reconciler import ACTIVE, Reconciler, snapshots
-from app.jobs.salvage import salvage_metrics
+from app.jobs.salvage import Settlement, salvage_job_dir
 from app.jobs.warmup import HeadWarmup
 
 log = logging.getLogger(__name__)
@@ -259,22 +260,13 @@ class JobsRuntime:
             if survivors:
                 log.error("processes %s of the lost Ray head did not exit", survivors)
 
+        def end(exp: Experiment) -> Settlement:
+            if exp.status == S.stopping:
+                return Settlement(S.stopped, reason)
+            return Settlement(S.failed, reason, reason)
+
         def end_all(session: Session) -> list[int]:
-            rows = session.scalars(select(Experiment).where(Experiment.status.in_(ACTIVE)))
-            ended = []
-            for exp in list(rows):
-                # Keep what the job wrote down but never sent (its JSONL copy is on this machine).
-                salvage_metrics(
-                    session,
-                    exp.id,
-                    layout.experiment_job_dir(self.settings.data_dir, exp.id) / "metrics.jsonl",
-                )
-                if exp.status == S.stopping:
-                    service.transition(session, exp.id, S.stopped, reason)
-                else:
-                    service.transition(session, exp.id, S.failed, reason, error=reason)
-                ended.append(exp.id)
-            return ended
+            return _end_active(session, self.settings, end)
 
         ids = await asyncio.to_thread(run_in_transaction, self.sessionmaker, end_all)
         if ids:
@@ -311,23 +303,10 @@ class JobsRuntime:
         stopped drivers wrote down but could not send (the API no longer answers them), then
         mark their experiments stopped."""
 
+        shut_down = Settlement(S.stopped, "the service shut down and its local Ray cluster with it")
+
         def end_all(session: Session) -> list[int]:
-            rows = session.scalars(select(Experiment).where(Experiment.status.in_(ACTIVE)))
-            ids = []
-            for exp in list(rows):
-                salvage_metrics(
-                    session,
-                    exp.id,
-                    layout.experiment_job_dir(self.settings.data_dir, exp.id) / "metrics.jsonl",
-                )
-                service.transition(
-                    session,
-                    exp.id,
-                    S.stopped,
-                    "the service shut down and its local Ray cluster with it",
-                )
-                ids.append(exp.id)
-            return ids
+            return _end_active(session, self.settings, lambda _: shut_down)
 
         try:
             ids = await asyncio.to_thread(run_in_transaction, self.sessionmaker, end_all)
@@ -454,3 +433,31 @@ def _active_jobs(session: Session) -> list[tuple[int, str | None]]:
         select(Experiment.id, Experiment.ray_job_id).where(Experiment.status.in_(ACTIVE))
     )
     return [(exp_id, job_id) for exp_id, job_id in rows]
+
+
+def _end_active(
+    session: Session, settings: Settings, end: Callable[[Experiment], Settlement]
+) -> list[int]:
+    """End every experiment that still runs, after storing what its job left in its job dir
+    (rows, checkpoints, the final status it could not report: that one wins over `end`).
+    The job dir's copies of what was stored are removed once the transaction committed."""
+    rows = session.scalars(select(Experiment).where(Experiment.status.in_(ACTIVE)))
+    ended = []
+    for exp in list(rows):
+        salvaged = salvage_job_dir(session, settings, exp.id)
+        settled = salvaged.reported()
+        if settled is None:
+            fallback = end(exp)
+            settled = Settlement(
+                fallback.status, fallback.reason + salvaged.describe(), fallback.error
+            )
+        service.transition(
+            session,
+            exp.id,
+            settled.status,
+            settled.reason,
+            error=settled.error,
+            log_tail=settled.log_tail,
+        )
+        ended.append(exp.id)
+    return ended

@@ -143,7 +143,9 @@ def test_a_killed_driver_fails_its_experiment_and_keeps_every_point(
     exp = _wait_finished(service, exp_id, 60)
 
     assert exp["status"] == "failed", (exp["events"][-1], exp["error"])
-    assert exp["events"][-1]["reason"] == f"Ray job {exp['ray_job_id']} failed"
+    reason = exp["events"][-1]["reason"]
+    assert reason.startswith(f"Ray job {exp['ray_job_id']} failed; recovered from the job dir: ")
+    assert "metric rows" in reason and "missing" not in reason
     assert "exit code" in exp["error"]  # Ray's message: the driver was killed
     produced = assert_stored_exactly(service.http, exp_id, _jsonl(service, exp_id))
     assert produced >= held + 2

@@ -10,6 +10,7 @@ every point the job produced is stored exactly once.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,7 @@ from app.core.layout import experiment_job_dir
 from tests.service.faults import assert_stored_exactly, jsonl_rows
 from trainer.job import ExperimentRun, JobEnv, StopFlag
 from trainer.reporter import Backoff, Reporter
+from trainer.wire import FINAL_STATUS_FILE, FinalStatusRecord
 
 BATCH = 64
 CONFIG = {
@@ -109,3 +111,73 @@ def test_an_outage_longer_than_the_reporters_patience_loses_no_point(
     assert assert_stored_exactly(api, exp_id, jsonl) == len(rows)
     lines = api.get(f"/experiments/{exp_id}/logs").json()["lines"]
     assert any(f"recovered {len(rows) - 1} metric rows" in line for line in lines)
+
+
+def test_a_run_that_ends_during_a_long_outage_ends_with_the_status_it_earned(
+    app: FastAPI,
+    client: TestClient,
+    settings: Settings,
+    create_experiment: Callable[..., dict[str, Any]],
+    job_token: Callable[[int], str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The API goes down after the first metrics batch and stays down until the job has
+    ended: the job leaves its final status in its job dir and exits cleanly; once Ray says the
+    job ended, the reconciler stores its rows and checkpoints from the job dir and ends the run
+    `succeeded`, its reason naming what was recovered and nothing as missing."""
+    from app.jobs.launcher import RayJob, RayJobState
+    from app.jobs.reconciler import Reconciler
+    from tests.service.test_jobs_reconciler import FixedLoad, ScriptedRay
+
+    monkeypatch.setenv("ROLLOUT_REPORTER_PATIENCE_S", "0.5")
+    ray = ScriptedRay()
+    reconciler = Reconciler(settings, app.state.sessionmaker, ray, idle_cores=FixedLoad())  # type: ignore[arg-type]
+    exp_id = create_experiment(name="long outage", config=CONFIG)["id"]
+    asyncio.run(reconciler.tick())  # queued and launched, as a Ray job that runs
+    (submission_id, _), *_ = ray.submitted
+    env = JobEnv(
+        "http://testserver",
+        job_token(exp_id),
+        str(exp_id),
+        experiment_job_dir(settings.data_dir, exp_id),
+    )
+    outage = Outage(client._transport)  # down from the first metrics batch on, for good
+    reporter = Reporter(
+        env.api_url,
+        env.token,
+        env.experiment_id,
+        env.job_dir,
+        backoff=Backoff(initial_s=0.01, max_s=0.05),
+        transport=outage,
+    )
+    try:
+        assert ExperimentRun(env, reporter, StopFlag()).run() == 0  # not a failure
+    finally:
+        reporter.shutdown()
+    left = FinalStatusRecord.model_validate_json((env.job_dir / FINAL_STATUS_FILE).read_bytes())
+    assert left.report.status == "succeeded" and left.checkpoints == [4, 8]
+    archives = {p.name: p.read_bytes() for p in env.job_dir.glob("checkpoints/iter_*.tar.gz")}
+    assert sorted(archives) == ["iter_000004.tar.gz", "iter_000008.tar.gz"]
+
+    api = httpx.Client(base_url="http://testserver/api/v1", transport=client._transport)
+    assert api.get(f"/experiments/{exp_id}").json()["status"] == "running"  # nothing arrived
+    ray.jobs[submission_id] = RayJob(RayJobState.SUCCEEDED)  # the API is back; Ray says ended
+    asyncio.run(reconciler.tick())
+
+    exp = api.get(f"/experiments/{exp_id}").json()
+    assert exp["status"] == "succeeded", exp["events"][-1]
+    reason = exp["events"][-1]["reason"]
+    rows = jsonl_rows(env.job_dir / "metrics.jsonl")
+    assert reason.startswith("stop criterion met: env_steps")
+    recovered = f"recovered from the job dir: {len(rows) - 1} metric rows, the checkpoints of "
+    assert recovered + "iterations 4, 8" in reason and "missing" not in reason
+    assert assert_stored_exactly(api, exp_id, env.job_dir / "metrics.jsonl") == len(rows)
+    stored = api.get(f"/experiments/{exp_id}/checkpoints").json()
+    assert [c["iteration"] for c in stored] == [4, 8]
+    latest = api.get(f"/experiments/{exp_id}/checkpoints/latest/download")
+    assert latest.status_code == 200 and latest.content == archives["iter_000008.tar.gz"]
+    # What was stored left the job dir; the log holds the lines the job could not send.
+    assert not list(env.job_dir.glob("checkpoints/iter_*"))
+    assert not (env.job_dir / FINAL_STATUS_FILE).exists()
+    lines = api.get(f"/experiments/{exp_id}/logs").json()["lines"]
+    assert any(line.startswith("iter 8 ") for line in lines), lines[-5:]
