@@ -49,7 +49,7 @@ class Experiment(Base):
     episode_return_mean: Mapped[float | None] = mapped_column(Double)
     best_return: Mapped[float | None] = mapped_column(Double)
     # Lineage: a resumed experiment starts from a checkpoint of another one; a fork copies one.
-    parent_id: Mapped[int | None] = mapped_column(Integer)
+    parent_id: Mapped[int | None] = mapped_column(Integer, index=True)
     # RESTRICT: the database refuses to delete a checkpoint an experiment still points to.
     # Retention and delete never remove one an unfinished experiment will resume from, and
     # release (set to NULL) the references of finished ones first (app.checkpoints.service).

@@ -26,6 +26,7 @@ from app.experiments.models import Experiment
 from app.experiments.progress import to_public
 from app.experiments.schemas import (
     EventPublic,
+    ExperimentChild,
     ExperimentCreate,
     ExperimentDetail,
     ExperimentFork,
@@ -58,7 +59,13 @@ def _detail(session: Session, exp: Experiment) -> ExperimentDetail:
         EventPublic(from_status=e.from_status, to_status=e.to_status, reason=e.reason, at=e.at)
         for e in service.events(session, exp.id)
     ]
-    return ExperimentDetail(**to_public(exp).model_dump(), events=events)
+    children = [
+        ExperimentChild(
+            id=c.id, name=c.name, status=c.status, kind="resumed" if resumed else "forked"
+        )
+        for c, resumed in service.children(session, exp.id)
+    ]
+    return ExperimentDetail(**to_public(exp).model_dump(), events=events, children=children)
 
 
 async def _create_then_launch(

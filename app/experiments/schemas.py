@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -122,8 +122,20 @@ class ExperimentPublic(BaseModel):
     notes: str | None = Field(default=None, description="The user's notes (markdown).")
 
 
+class ExperimentChild(BaseModel):
+    """A run made from this one: resumed from one of its checkpoints, or forked from it."""
+
+    id: int
+    name: str
+    status: ExperimentStatus
+    kind: Literal["resumed", "forked"]
+
+
 class ExperimentDetail(ExperimentPublic):
     events: list[EventPublic]
+    children: list[ExperimentChild] = Field(
+        default_factory=list, description="Runs resumed or forked from this one, oldest first."
+    )
 
 
 class ExperimentPage(BaseModel):

@@ -49,6 +49,7 @@ LOG_TAIL_MAX_LINES = 2000
 DEFAULT_MAX_LOG_LINES = 10_000
 LOG_LINE_MAX_CHARS = 10_000
 PROGRESS_ANNOUNCE_S = 1.0
+RESUMED_FROM = "resumed from checkpoint"  # how a resumed run's creation event begins
 
 
 class JobsControl(Protocol):
@@ -205,6 +206,22 @@ def create(
     session.flush()
     _record(session, exp, None, S.pending, reason)
     return exp
+
+
+def children(session: Session, experiment_id: int) -> list[tuple[Experiment, bool]]:
+    """Runs made from this one, oldest first, each with whether it resumed from one of its
+    checkpoints (else it was forked). The creation event says which: a resumed run's
+    checkpoint reference is released once that checkpoint goes."""
+    stmt = select(Experiment).where(Experiment.parent_id == experiment_id)
+    kids = list(session.scalars(stmt.order_by(Experiment.id)))
+    if not kids:
+        return []
+    created = select(ExperimentEvent.experiment_id, ExperimentEvent.reason).where(
+        ExperimentEvent.experiment_id.in_([k.id for k in kids]),
+        ExperimentEvent.from_status.is_(None),
+    )
+    resumed = {i for i, reason in session.execute(created) if reason.startswith(RESUMED_FROM)}
+    return [(k, k.id in resumed or k.resume_from_checkpoint_id is not None) for k in kids]
 
 
 def transition(
@@ -498,7 +515,7 @@ def resume(
         data,
         parent_id=source.id,
         resume_from_checkpoint_id=checkpoint.id,
-        reason=f"resumed from checkpoint {checkpoint.id} (iteration {checkpoint.iteration}) "
+        reason=f"{RESUMED_FROM} {checkpoint.id} (iteration {checkpoint.iteration}) "
         f"of experiment {source.id}",
     )
 

@@ -1,6 +1,7 @@
 """Fork from the dashboard keeps the parent: the form opened from an experiment's "Fork" link
-creates an experiment whose parent is that one, shown as "from #N" on its page, as the CLI's
-and the client's fork do. Needs no Ray (jobs disabled)."""
+creates an experiment whose parent is that one, shown as a "from #N" link on its page, as the
+CLI's and the client's fork do; the parent's page links it back ("forked as #M"; a resumed run
+reads "resumed as #M"). Needs no Ray (jobs disabled)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,14 @@ def test_a_fork_made_in_the_form_keeps_its_parent(
             expect(page.locator(".meta")).to_contain_text(f"from #{parent_id}")
             reason = child["events"][0]["reason"]
             assert reason == f"forked from experiment {parent_id}", child["events"]
+            # Both ways: the parent's page links the fork, the fork's page links the parent.
+            page.click(f".meta a.parent-link:has-text('#{parent_id}')")
+            page.wait_for_url(re.compile(rf"#/experiments/{parent_id}$"))
+            fork_link = page.locator(".meta a.child-link")
+            expect(fork_link).to_have_text(f"#{child['id']}")
+            expect(page.locator(".meta")).to_contain_text(f"forked as #{child['id']}")
+            fork_link.click()
+            page.wait_for_url(re.compile(rf"#/experiments/{child['id']}$"))
         finally:
             context.close()
     assert errors == [], errors

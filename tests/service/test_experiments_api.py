@@ -277,6 +277,14 @@ def test_resume_needs_a_checkpoint_and_points_at_the_latest(client, create_exper
         f"/api/v1/jobs/experiments/{new['id']}/resume_checkpoint", headers=new_headers
     )
     assert archive.content == b"ckpt2"
+    # The source's page links the runs made from it: the resume, then a fork.
+    fork = client.post(f"/api/v1/experiments/{exp['id']}/fork", json={}).json()
+    children = client.get(f"/api/v1/experiments/{exp['id']}").json()["children"]
+    assert children == [
+        {"id": new["id"], "name": "src (resumed)", "status": "pending", "kind": "resumed"},
+        {"id": fork["id"], "name": fork["name"], "status": "pending", "kind": "forked"},
+    ]
+    assert client.get(f"/api/v1/experiments/{new['id']}").json()["children"] == []
 
 
 def test_resume_at_the_budget_is_refused_with_the_reason(client, create_experiment, job_token):

@@ -33,11 +33,13 @@ export type PPOConfig = Record<string, unknown> & {
 export type ResolvedConfig = Omit<Schemas["ResolvedConfig"], "config"> & { config: PPOConfig };
 
 export type ExperimentEvent = Schemas["EventPublic"];
+export type ExperimentChild = Schemas["ExperimentChild"];
 
-/** An experiment (the detail response adds its events). */
+/** An experiment (the detail response adds its events and the runs made from it). */
 export type Experiment = Omit<Schemas["ExperimentPublic"], "config"> & {
   config: PPOConfig;
   events?: ExperimentEvent[];
+  children?: ExperimentChild[];
 };
 
 export type ExperimentPage = Omit<Schemas["ExperimentPage"], "items"> & { items: Experiment[] };

@@ -572,9 +572,9 @@ export interface paths {
          *     it ended: a retried final report). Any other report after the end is refused (403).
          *
          *     `running` while a stop is in flight (`stopping`) is accepted and ignored: the stop wins.
-         *     A final status first recovers the metric rows the job wrote to its JSONL copy (in its job
-         *     dir, when that is on this machine) but could not deliver: the end revokes the job's token,
-         *     so nothing sent later could arrive.
+         *     A final status first stores what the job wrote to its job dir (when that is on this
+         *     machine) but could not deliver, metric rows and checkpoints (app/jobs/salvage.py): the end
+         *     revokes the job's token, so nothing sent later could arrive.
          */
         post: operations["job_report_status_api_v1_jobs_experiments__experiment_id__status_post"];
         delete?: never;
@@ -1136,6 +1136,22 @@ export interface components {
             reason: string;
             to_status: components["schemas"]["ExperimentStatus"];
         };
+        /**
+         * ExperimentChild
+         * @description A run made from this one: resumed from one of its checkpoints, or forked from it.
+         */
+        ExperimentChild: {
+            /** Id */
+            id: number;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "resumed" | "forked";
+            /** Name */
+            name: string;
+            status: components["schemas"]["ExperimentStatus"];
+        };
         /** ExperimentCreate */
         ExperimentCreate: {
             /**
@@ -1159,6 +1175,11 @@ export interface components {
         ExperimentDetail: {
             /** Best Return */
             best_return: number | null;
+            /**
+             * Children
+             * @description Runs resumed or forked from this one, oldest first.
+             */
+            children?: components["schemas"]["ExperimentChild"][];
             /** Config */
             config: {
                 [key: string]: unknown;

@@ -125,12 +125,12 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
 
   function applyExperiment(e: Experiment): void {
     const previous = exp?.status;
-    exp = { ...e, events: e.events ?? exp?.events };
+    exp = { ...e, events: e.events ?? exp?.events, children: e.children ?? exp?.children };
     document.title = `${e.name} · Rollout`;
     setText(title, e.name);
     updateBadge(badge, e.status);
     badge.hidden = false;
-    meta.textContent = metaLine(e);
+    meta.replaceChildren(...metaLine(exp));
     if (e.sweep_id) {
       meta.append(" · ", el("a", { class: "sweep-link", href: `#/sweeps/${e.sweep_id}` }, `member of sweep ${e.sweep_id}`));
     }

@@ -47,9 +47,18 @@ export function renderTimeline(list: HTMLElement, events: ExperimentEvent[]): vo
   }
 }
 
-export function metaLine(e: Experiment): string {
-  const parts = [`#${e.id}`, String(e.config?.env_id ?? "")];
-  if (e.tags.length) parts.push(`tags: ${e.tags.join(", ")}`);
-  if (e.parent_id) parts.push(`from #${e.parent_id}`);
-  return parts.join(" · ");
+/** "#12 · CartPole-v1 · tags: a · from #7 · resumed as #13": the lineage as links. */
+export function metaLine(e: Experiment): (string | Node)[] {
+  const parts: (string | Node)[][] = [[`#${e.id}`], [String(e.config?.env_id ?? "")]];
+  if (e.tags.length) parts.push([`tags: ${e.tags.join(", ")}`]);
+  if (e.parent_id) parts.push(["from ", runLink(e.parent_id, "parent-link")]);
+  for (const child of e.children ?? []) {
+    const verb = child.kind === "resumed" ? "resumed as " : "forked as ";
+    parts.push([verb, runLink(child.id, "child-link", `${child.name} (${child.status})`)]);
+  }
+  return parts.flatMap((part, i) => (i ? [" · ", ...part] : part));
+}
+
+function runLink(id: number, cls: string, title?: string): HTMLElement {
+  return el("a", { class: cls, href: `#/experiments/${id}`, ...(title ? { title } : {}) }, `#${id}`);
 }
