@@ -9,6 +9,7 @@ import { FINISHED, STATUSES, type Experiment, type StreamMessage } from "../api/
 import { matches } from "../data/filter";
 import { columnLabel, columnSortKey, compareRuns, configPaths, isColumn, METRIC_AGGS, summaryNames, viewFromQuery, viewToHash, type ListView, type SortKey, type Summaries } from "../data/sortRuns";
 import { trackStream, untrackStream } from "../ui/conn";
+import { watchOverflow } from "../ui/overflow";
 import { clear, el, frameScheduler } from "../ui/dom";
 import { COLUMNS, ExperimentRow } from "../ui/experimentRow";
 
@@ -113,6 +114,12 @@ export function mountList(root: HTMLElement, query: URLSearchParams): () => void
   const empty = el("p", { class: "muted empty" });
   const more = el("button", { type: "button", class: "btn secondary", hidden: true }, "Load more");
   const errorBox = el("p", { class: "error-box", hidden: true });
+  const tableWrap = el(
+    "div",
+    { class: "table-wrap list-wrap" },
+    el("table", { class: "experiments" }, el("thead", {}, headRow), tbody),
+  );
+  const unwatch = watchOverflow(tableWrap);
 
   root.appendChild(
     el(
@@ -121,20 +128,7 @@ export function mountList(root: HTMLElement, query: URLSearchParams): () => void
       el("div", { class: "page-head" }, el("h1", {}, "Experiments"), el("a", { class: "btn", href: "#/new" }, "+ New experiment")),
       el("div", { class: "toolbar" }, statusSel, tagInput, nameInput, compareBtn, el("span", { class: "add-column" }, colKind, colInput, colOptions, metricOptions, addCol)),
       errorBox,
-      el(
-        "div",
-        { class: "table-wrap" },
-        el(
-          "table",
-          { class: "experiments" },
-          el(
-            "thead",
-            {},
-            headRow,
-          ),
-          tbody,
-        ),
-      ),
+      tableWrap,
       empty,
       more,
     ),
@@ -308,6 +302,7 @@ export function mountList(root: HTMLElement, query: URLSearchParams): () => void
   }, SUMMARY_REFRESH_MS);
 
   return () => {
+    unwatch();
     clearInterval(tick);
     clearInterval(summaryTick);
     if (debounce) clearTimeout(debounce);

@@ -58,6 +58,9 @@ function plainField(name: string, input: HTMLElement, help: string, error: HTMLE
   return el("div", { class: "field", "data-field": name }, el("label", { for: input.id }, name), input, el("p", { class: "help" }, help), error);
 }
 
+/** The inputs a budget's real end depends on (whole iterations of the total batch). */
+const BUDGET_INPUTS = new Set(["stop.env_steps", "train_batch_size_per_learner", "num_learners"]);
+
 export function mountNew(root: HTMLElement, query: URLSearchParams): () => void {
   document.title = "New experiment · Rollout";
   let closed = false;
@@ -157,6 +160,24 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
       ),
     );
   }
+  const budgetNote = el("p", { class: "field-note muted", "data-role": "budget-note", "aria-live": "polite" });
+  views.get("stop.env_steps")?.wrap.append(budgetNote);
+  /** A budget runs in whole iterations: say where one that is not a multiple really ends. */
+  function updateBudgetNote(): void {
+    const num = (path: string): number => {
+      const v = views.get(path);
+      return v ? Number(readInput(v)) : NaN;
+    };
+    const budget = num("stop.env_steps");
+    const batch = num("train_batch_size_per_learner") * Math.max(1, num("num_learners") || 0);
+    const ends = Math.ceil(budget / batch) * batch;
+    const show = budget > 0 && batch > 0 && Number.isFinite(ends) && ends !== budget;
+    budgetNote.textContent = show
+      ? `Training runs whole iterations of ${batch.toLocaleString("en-US")} env steps (train_batch_size_per_learner × learners): ` +
+        `this budget ends at ${ends.toLocaleString("en-US")} steps.`
+      : "";
+    budgetNote.hidden = !show;
+  }
   setValues(DEFAULTS);
   nameInput.value = defaultName(String(DEFAULTS.env_id ?? "experiment"));
   views.get("env_id")?.wrap.after(presetNote);
@@ -168,6 +189,7 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
       if (!own) writeInput(v, getPath(r.config, v.spec.path));
       v.wrap.toggleAttribute("data-from-preset", !own && presetSets(v.spec.path, r.preset_fields));
     }
+    updateBudgetNote();
     presetNote.dataset.preset = r.preset;
     presetNote.textContent =
       r.preset === "none"
@@ -203,6 +225,7 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
   nameInput.addEventListener("input", () => (nameEdited = true));
   let refreshTimer: number | undefined;
   for (const v of views.values()) {
+    if (BUDGET_INPUTS.has(v.spec.path)) v.input.addEventListener("input", updateBudgetNote);
     v.input.addEventListener("input", () => {
       if (v.spec.path === "env_id" && !nameEdited) nameInput.value = defaultName(String(readInput(v)) || "experiment");
       if (PRESET_INPUTS.has(v.spec.path)) {
