@@ -44,8 +44,16 @@ COPY trainer ./trainer
 COPY app ./app
 COPY --from=frontend /src/frontend/dist ./frontend/dist
 
-RUN useradd --create-home --uid 1000 rollout && mkdir -p /data && chown rollout /data
-USER rollout
+# Jobs run user code: they run as `rollout-jobs`, which owns nothing but the jobs/ dir the
+# service gives it, so a job can reach neither the database, the checkpoints nor the service's
+# environment (docs/operations.md, "Production isolation"). The service runs as root inside
+# the container because it must start the Ray head as that user; Docker's default capability
+# set has no CAP_SYS_PTRACE. To run everything as one unprivileged user instead (one user, on
+# their own machine), pass `--user 1000 -e ROLLOUT_JOBS_USER=`.
+RUN useradd --create-home --uid 1000 rollout \
+    && useradd --system --no-create-home --uid 999 --shell /usr/sbin/nologin rollout-jobs \
+    && mkdir -p /data && chown rollout /data
+ENV ROLLOUT_JOBS_USER=rollout-jobs
 VOLUME /data
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \

@@ -72,7 +72,7 @@ def _guard_secrets(settings: Any, loopback: bool) -> None:
     """Refuse an API token nobody can present (blank) or guess in minutes (short, off
     loopback), then make this process non-dumpable: jobs of the same OS user cannot read its
     /proc/<pid>/environ (the token, the database URL) then (docs/operations.md, Isolation)."""
-    from app.jobs.ray_head import make_undumpable
+    from trainer.process_guard import make_undumpable
 
     token = settings.api_token_value
     if token is not None and not token.strip():

@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from trainer.process_guard import make_undumpable
 from trainer.wire import API_PREFIX
 
 log = logging.getLogger(__name__)
@@ -218,8 +219,11 @@ def usable_job_dir(wanted: str | None, prefix: str) -> Path:
 
 
 def job_preamble(preload: str) -> None:
-    """A job's first lines: logging, and `preload` (torch + gymnasium take seconds) imported
-    in the background while the first API calls are in flight."""
+    """A job's first lines: non-dumpable before it redeems its token (another job of the same
+    OS user cannot read its memory, trainer/process_guard.py), logging, and `preload` (torch +
+    gymnasium take seconds) imported in the background while the first API calls are in
+    flight."""
+    make_undumpable()
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import os
+import pwd
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -62,6 +64,13 @@ class Settings(BaseSettings):
         description="Right after starting its local Ray head, run one no-op job in the "
         "background (imports torch and gymnasium, one tiny iteration), so the first experiment "
         "starts as fast as later ones. Not done on an external cluster.",
+    )
+    jobs_user: str | None = Field(
+        default=None,
+        description="Production isolation (docs/operations.md, 'Security model'): the OS user "
+        "the local Ray head, so every job (user code), runs as. It cannot read the database, "
+        "the checkpoints or the service's environment; the data dir is only traversable for it "
+        "(0711) and its jobs/ dir is its own. Needs a service that may switch users (root).",
     )
     jobs_enabled: bool = Field(
         default=True, description="Launch experiments on Ray. Off: experiments stay pending."
@@ -136,6 +145,16 @@ class Settings(BaseSettings):
         description="Log lines kept per experiment; older ones are dropped as new ones arrive.",
     )
 
+    @field_validator("jobs_user")
+    @classmethod
+    def _known_user(cls, value: str | None) -> str | None:
+        if value:
+            try:
+                pwd.getpwnam(value)
+            except KeyError:
+                raise ValueError(f"no OS user {value!r} on this machine") from None
+        return value or None
+
     @field_validator("allowed_hosts", "allowed_origins", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
@@ -178,14 +197,28 @@ class Settings(BaseSettings):
         database = None if self.database_url else layout.database_file(self.data_dir)
         if database is not None:
             database.touch(mode=0o600, exist_ok=True)
-        for path, mode in ((self.data_dir, 0o700), (database, 0o600)):
+        # With a jobs user its processes must reach their job dirs (and the Ray head its temp
+        # dir) inside the data dir, without listing it or reading anything else there.
+        top = 0o711 if self.jobs_user else 0o700
+        for path, mode in ((self.data_dir, top), (database, 0o600)):
             with contextlib.suppress(PermissionError):  # not ours to change (a shared mount)
                 if path is not None:
                     path.chmod(mode)
+        if self.jobs_user:
+            give_to_jobs_user(layout.jobs_dir(self.data_dir), self.jobs_user)
 
     @property
     def api_token_value(self) -> str | None:
         return self.api_token.get_secret_value() if self.api_token else None
+
+
+def give_to_jobs_user(directory: Path, user: str) -> None:
+    """`directory` (made if missing) owned by `user`, 0700: its jobs write their files there,
+    and the service (root, as it must be to switch users) reads them for salvage."""
+    entry = pwd.getpwnam(user)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chown(directory, entry.pw_uid, entry.pw_gid)
+    directory.chmod(0o700)
 
 
 def is_loopback(host: str) -> bool:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from app.jobs.resources import ClusterResources, ExperimentResources
+from trainer.process_guard import WORKER_SETUP_HOOK
 from trainer.wire import ENV_API_URL, ENV_EXPERIMENT_ID, ENV_JOB_CLAIM, ENV_JOB_DIR, RAY_ENV
 
 if TYPE_CHECKING:
@@ -155,7 +156,9 @@ class RayJobLauncher:
             "PYTHONUNBUFFERED": "1",
         }
         env_vars |= request.extra_env
-        return {"env_vars": env_vars}
+        # Every Ray worker of the job makes itself non-dumpable first: another job (user code,
+        # same OS user) cannot read its memory (trainer/process_guard.py).
+        return {"env_vars": env_vars, "worker_process_setup_hook": WORKER_SETUP_HOOK}
 
     async def submit(self, submission_id: str, request: JobRequest) -> str:
         """Start the experiment's job; returns the Ray submission id."""

@@ -9,7 +9,6 @@ it by its own process id.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import pwd
@@ -63,8 +62,7 @@ def cluster_environ(environ: dict[str, str] | None = None) -> dict[str, str]:
     }
 
 
-# Linux prctl(2) options and capability(7) numbers.
-PR_SET_DUMPABLE = 4
+# Linux prctl(2) option and capability(7) numbers.
 PR_CAPBSET_DROP = 24
 # CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_PERFMON: each lets root read the /proc/<pid>/environ of
 # a non-dumpable process (ptrace_may_access, PTRACE_MODE_READ; checked one by one on Linux 6.18).
@@ -77,20 +75,6 @@ _DROP_PTRACE = (
     f"[libc.prctl({PR_CAPBSET_DROP}, cap, 0, 0, 0) for cap in {INTROSPECTION_CAPS}]; "
     "os.execvp(sys.argv[1], sys.argv[1:])"
 )
-
-
-def make_undumpable() -> bool:
-    """Mark this process non-dumpable (Linux): other processes of the same OS user, such as
-    the Ray jobs a local head runs (user code), can no longer read its /proc/<pid>/environ
-    (ROLLOUT_API_TOKEN, ROLLOUT_DATABASE_URL) or memory, nor ptrace it. Children are not
-    affected (execve resets it). False where the platform has no prctl."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
 
 
 def free_ports(count: int) -> list[int]:
@@ -193,7 +177,7 @@ class LocalRayHead:
     node_ip: str = "127.0.0.1"
     # The OS user the head, so every Ray worker and job driver (user code), runs as: another
     # user than the service's cannot read the service's /proc/<pid>/environ or its database
-    # (docs/operations.md, "Isolation"). Needs the right to switch users (root, CAP_SETUID).
+    # (docs/operations.md, "Production isolation"; ROLLOUT_JOBS_USER). Needs the right to switch users (root, CAP_SETUID).
     user: str | None = None
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     pid: int | None = field(default=None, init=False)

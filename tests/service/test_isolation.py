@@ -21,7 +21,7 @@ from tests.service import proc_spy
 API_TOKEN = "isolation-api-token-0123456789"
 AWS_SECRET = "aws-secret-never-in-jobs"
 VICTIM = (
-    "import sys; from app.jobs.ray_head import make_undumpable; {call}; "
+    "import sys; from trainer.process_guard import make_undumpable; {call}; "
     "print('ready', flush=True); sys.stdin.read()"
 )
 

@@ -1,10 +1,19 @@
 """A real job on the shared local Ray cluster holds only its own job token: none of the
 service's secrets are in the environment of its driver or its EnvRunner actors (where user env
-modules run), and Ray's job listing, which its dashboard shows to anyone, holds no job token."""
+modules run), and Ray's job listing, which its dashboard shows to anyone, holds no job token.
+Nor can a job read another job's token: a hostile env module (tests/service/job_snoop.py), in
+a driver and in an EnvRunner, finds every process of a running job non-dumpable."""
 
 from __future__ import annotations
 
 import json
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,12 +23,15 @@ import pytest
 from pydantic import SecretStr
 
 from app.core.auth import hash_token
+from app.core.config import Settings
 from app.core.db import make_engine, make_sessionmaker
+from app.core.layout import experiment_job_dir
 from app.experiments.models import Experiment
 from app.jobs.ray_head import LocalRayHead, cluster_environ
 from tests.conftest import SERVICE_SECRETS
-from tests.service import env_spy
+from tests.service import env_spy, job_snoop, job_trespass
 from tests.service.test_e2e_jobs import LiveService, make_settings, wait_for
+from tests.service.test_job_faults import _job_processes
 
 pytestmark = pytest.mark.ray
 
@@ -159,3 +171,186 @@ def test_the_cluster_environment_drops_the_service_settings() -> None:
         "PGPASSWORD": "p",
     }
     assert cluster_environ(environ) == {"PATH": "/usr/bin", "RAY_AUTH_MODE": "disabled"}
+
+
+def snoop_config(dump_dir: Path, num_env_runners: int) -> dict[str, Any]:
+    dump_dir.mkdir()
+    return {
+        **spy_config(dump_dir, num_env_runners),
+        "env_id": f"tests.service.job_snoop:{job_snoop.ENV_ID}",
+    }
+
+
+def test_a_job_cannot_read_another_jobs_memory_or_environment(
+    secured_service: LiveService, ray_head: LocalRayHead, tmp_path: Path
+) -> None:
+    live = secured_service
+    victim = live.submit(spy_config(tmp_path / "victim", 1), name="victim")
+    dirs = {"driver": tmp_path / "driver", "worker": tmp_path / "worker"}
+    snoops: dict[str, int] = {}
+    try:
+        wait_for(lambda: live.metric_steps(victim), 120, "the victim's metrics")
+        # Its driver and its EnvRunner (the test runs as the job's user or root: it can tell).
+        victim_pids = set(_job_processes(ray_head, victim, live.url))
+        assert len(victim_pids) >= 2, victim_pids
+        snoops = {
+            kind: live.submit(snoop_config(dirs[kind], n), name=f"snoop in the {kind}")
+            for kind, n in (("driver", 0), ("worker", 1))
+        }
+        for kind, directory in dirs.items():
+            wait_for(lambda d=directory: list(d.glob("snoop-*.json")), 120, f"the {kind} snoop")
+        assert victim_pids <= set(_job_processes(ray_head, victim, live.url)), "still running"
+    finally:
+        for exp_id in (victim, *snoops.values()):
+            live.http.post(f"/experiments/{exp_id}/stop")
+        for exp_id in (victim, *snoops.values()):
+            live.wait_status(exp_id, {"stopped", "failed", "succeeded"}, 120)
+
+    for kind, directory in dirs.items():
+        (record_file,) = directory.glob("snoop-*.json")
+        seen = {int(pid): entry for pid, entry in json.loads(record_file.read_text()).items()}
+        for pid in victim_pids:
+            assert pid in seen, f"the {kind} snoop did not find victim process {pid}"
+            entry = seen[pid]
+            assert entry == {"environ": "denied", "mem": "denied", "bearer": False}, (kind, pid)
+
+
+def test_an_unknown_jobs_user_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="no OS user 'no-such-user-here'"):
+        Settings(jobs_user="no-such-user-here")
+
+
+TRESPASS = """
+import json, os, sys
+from pathlib import Path
+data, pid = Path(sys.argv[1]), sys.argv[2]
+def attempt(action):
+    try:
+        action()
+    except PermissionError:
+        return "denied"
+    return "done"
+print(json.dumps({
+    "read database": attempt(lambda: (data / "rollout.db").read_bytes()),
+    "write database": attempt(lambda: (data / "rollout.db").open("r+b").close()),
+    "list data dir": attempt(lambda: list(data.iterdir())),
+    "list checkpoints": attempt(lambda: list((data / "checkpoints").iterdir())),
+    "read service environ": attempt(lambda: Path(f"/proc/{pid}/environ").read_bytes()),
+    "write own job dir": attempt(lambda: (data / "jobs" / "7").mkdir()),
+}))
+"""
+
+
+def _as_nobody(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    entry = pwd.getpwnam("nobody")
+    return subprocess.run(
+        argv,
+        user=entry.pw_uid,
+        group=entry.pw_gid,
+        extra_groups=[],
+        env={"PATH": "/usr/bin:/bin"},
+        cwd="/",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="acting as another OS user needs root")
+@pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="no system python3")
+def test_with_a_jobs_user_the_data_dir_holds_nothing_for_it_but_its_job_dirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the service prepares for ROLLOUT_JOBS_USER, tried by that user's process (the
+    system python: a job's code has the same rights): the database, the data dir's listing,
+    the checkpoints and the service's environment are closed to it, its jobs/ dir is open."""
+    monkeypatch.setenv("ROLLOUT_API_TOKEN", API_TOKEN)
+    data_dir = Path(tempfile.mkdtemp(prefix="rollout-jobs-user-", dir="/tmp"))
+    try:
+        settings = Settings(
+            data_dir=data_dir, jobs_user="nobody", frontend_dir=tmp_path, jobs_enabled=False
+        )
+        settings.prepare_data_dir()
+        assert stat.S_IMODE(data_dir.stat().st_mode) == 0o711
+        done = _as_nobody(["/usr/bin/python3", "-c", TRESPASS, str(data_dir), str(os.getpid())])
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == {
+            "read database": "denied",
+            "write database": "denied",
+            "list data dir": "denied",
+            "list checkpoints": "denied",
+            "read service environ": "denied",
+            "write own job dir": "done",
+        }
+        # Without a jobs user the data dir stays the service's alone.
+        Settings(data_dir=data_dir, frontend_dir=tmp_path, jobs_enabled=False).prepare_data_dir()
+        assert stat.S_IMODE(data_dir.stat().st_mode) == 0o700
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _jobs_user_can_run_this_python() -> bool:
+    if os.geteuid() != 0:
+        return False
+    try:
+        return _as_nobody([sys.executable, "-c", "import ray, trainer"]).returncode == 0
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(
+    not _jobs_user_can_run_this_python(),
+    reason="the jobs user (nobody) cannot run this interpreter (e.g. one under /root, 0700)",
+)
+def test_jobs_run_as_the_jobs_user_and_cannot_reach_the_data_or_the_service(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ROLLOUT_JOBS_USER=nobody: the service's own local head (and so every job) runs as
+    `nobody`; a hostile env module in the driver and in an EnvRunner can neither read nor
+    write the database, list the data dir or the checkpoints, nor read the service's
+    environment, while its run trains, reports and is salvageable as usual."""
+    for key, value in SERVICE_SECRETS.items():
+        monkeypatch.setenv(key, value)
+    # Below /tmp (traversable), not pytest's 0700 tmp dir: the jobs user reaches its job dirs.
+    data_dir = Path(tempfile.mkdtemp(prefix="rollout-jobs-user-", dir="/tmp"))
+    live = LiveService(
+        make_settings(data_dir, None).model_copy(  # type: ignore[arg-type]
+            update={"jobs_user": "nobody", "ray_warmup": False, "api_token": SecretStr(API_TOKEN)}
+        )
+    )
+    live.http.headers["Authorization"] = f"Bearer {API_TOKEN}"
+    live.start()
+    ids: list[int] = []
+    try:
+        for runners in (0, 1):  # the env is built in the driver, then in an EnvRunner
+            config = {
+                **spy_config(data_dir / f"unused-{runners}", runners),
+                "env_id": f"tests.service.job_trespass:{job_trespass.ENV_ID}",
+                "env_config": {"data_dir": str(data_dir), "service_pid": os.getpid()},
+                "stop": {"env_steps": 2048},
+            }
+            ids.append(live.submit(config, name=f"trespass {runners}"))
+        finished = [live.wait_status(i, {"succeeded", "failed", "stopped"}, 240) for i in ids]
+    finally:
+        for exp_id in ids:
+            live.http.post(f"/experiments/{exp_id}/stop")
+        live.stop()
+    try:
+        nobody = pwd.getpwnam("nobody").pw_uid
+        assert stat.S_IMODE(data_dir.stat().st_mode) == 0o711
+        for exp, exp_id in zip(finished, ids, strict=True):
+            assert exp["status"] == "succeeded", (exp["events"][-1], exp["error"])
+            job_dir = experiment_job_dir(data_dir, exp_id)
+            assert job_dir.stat().st_uid == nobody  # the job wrote its own dir
+            (record,) = job_dir.glob("trespass-*.json")
+            outcome = json.loads(record.read_text())
+            assert outcome == {
+                "uid": nobody,
+                "read database": "denied",
+                "write database": "denied",
+                "list data dir": "denied",
+                "list checkpoints": "denied",
+                "read service environ": "denied",
+            }
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)

@@ -1,0 +1,51 @@
+"""A hostile user env module: `tests.service.job_trespass:JobTrespass-v0`, env_config
+{"data_dir": DIR, "service_pid": PID}.
+
+Built inside a job, it tries what a job must not do when the service runs its jobs as another
+OS user (ROLLOUT_JOBS_USER): read and write the SQLite database, list the checkpoints, read the
+service's environment (its API token). It writes what happened to
+`$ROLLOUT_JOB_DIR/trespass-<pid>.json` (its own job dir, where it may write) for the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+ENV_ID = "JobTrespass-v0"
+
+
+def _try(action: Any) -> str:
+    try:
+        action()
+    except PermissionError:
+        return "denied"
+    except OSError as exc:
+        return f"error: {exc.strerror}"
+    return "done"
+
+
+class JobTrespass(CartPoleEnv):
+    def __init__(self, data_dir: str, service_pid: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        data = Path(data_dir)
+        database = data / "rollout.db"
+        outcome = {
+            "uid": os.getuid(),
+            "read database": _try(lambda: database.read_bytes()),
+            "write database": _try(lambda: database.open("r+b").close()),
+            "list data dir": _try(lambda: list(data.iterdir())),
+            "list checkpoints": _try(lambda: list((data / "checkpoints").iterdir())),
+            "read service environ": _try(lambda: Path(f"/proc/{service_pid}/environ").read_bytes()),
+        }
+        job_dir = Path(os.environ["ROLLOUT_JOB_DIR"])
+        job_dir.mkdir(parents=True, exist_ok=True)
+        (job_dir / f"trespass-{os.getpid()}.json").write_text(json.dumps(outcome))
+
+
+gym.register(id=ENV_ID, entry_point=f"{__name__}:JobTrespass", max_episode_steps=500)

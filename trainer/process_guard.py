@@ -1,0 +1,32 @@
+"""Keep one process's memory out of reach of the other processes of its OS user.
+
+Every Ray job of a cluster runs as the same OS user, and a job runs user code (an env module).
+On Linux any process may read the memory (`/proc/<pid>/mem`) and environment of another of its
+user, unless that one is non-dumpable: so each job's driver (trainer.api_client.job_preamble)
+and each of its Ray workers (the launcher's `worker_process_setup_hook`) marks itself
+non-dumpable before it holds anything worth stealing (the job token), and `rollout serve` does
+the same for the service's secrets. What stays open to another job of that user: files it can
+write (see docs/operations.md, "Security model").
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+PR_SET_DUMPABLE = 4  # prctl(2)
+# How the launcher names this for Ray's runtime_env (imported in every worker of the job).
+WORKER_SETUP_HOOK = f"{__name__}.make_undumpable"
+
+
+def make_undumpable() -> bool:
+    """Mark this process non-dumpable (Linux): other processes of the same OS user without
+    CAP_SYS_PTRACE can no longer read its /proc/<pid>/mem or /proc/<pid>/environ, nor ptrace
+    it. Children are not affected (execve resets it). False where the platform has no prctl."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
