@@ -99,11 +99,6 @@ def check(response: httpx.Response) -> httpx.Response:
     raise PermanentError(message, status)
 
 
-def is_transient(exc: BaseException) -> bool:
-    """Worth waiting for: the network or a transient status."""
-    return isinstance(exc, httpx.TransportError | TransientError)
-
-
 class JobApiClient:
     """One job's HTTP client for the routes under `base` (e.g. /api/v1/jobs/experiments/7),
     with the job's bearer token and the retry policy above.

@@ -1,9 +1,9 @@
 """The learner connector: episode chunks -> one flat train batch of tensors.
 
-Steps (DESIGN.md, "learner-side GAE"): concatenate the T+1 observations of all K chunks, run ONE
-batched value forward pass over those B+K rows (which yields every V(s_t) and each chunk's
-bootstrap value V(s_T)), compute GAE per chunk, keep the B real timesteps, standardise the
-advantages over those real timesteps only.
+Values and GAE are the Learner's job; EnvRunners only act (trainer/env_runner.py). Steps:
+concatenate the T+1 observations of all K chunks, run ONE batched value forward pass over those
+B+K rows (which yields every V(s_t) and each chunk's bootstrap value V(s_T)), compute GAE per
+chunk, keep the B real timesteps, standardise the advantages over those real timesteps only.
 
 Observations are copied once on the host: the chunks are views into the EnvRunner's sample
 buffers, and their rows are concatenated straight into a staging buffer the Learner reuses

@@ -163,11 +163,6 @@ def pack(directory: Path, archive: Path | None = None) -> Path:
     return archive
 
 
-def read_meta(path: Path) -> dict[str, Any]:
-    with _CheckpointDir(Path(path)) as directory:
-        return json.loads((directory / META_FILE).read_text())
-
-
 def load(path: Path) -> tuple[PPOConfig, dict[str, Any]]:
     """(config, PPO state) from a checkpoint directory or .tar.gz."""
     with _CheckpointDir(Path(path)) as directory:

@@ -38,15 +38,16 @@ def set_cpu_threads(n: int) -> None:
 class ThreadChoice:
     """Whether one torch thread or `n` runs SGD faster, measured epoch by epoch as a run goes.
 
-    Why measured: whether a second thread pays changes with the machine. On this virtual
-    machine two threads took HalfCheetah's 64 x 256 x 256 products from 90 to 55 us one
-    afternoon and not at all (88 us) two hours later, when a two-thread SGD phase took 270 ms
-    against one thread's 150 (its threads wait on each other); with a third process on the two
-    cores a two-thread epoch took a hundred times longer. So the options are timed on whole
-    epochs: each in turn at first, then the faster one, with the slower one timed again after
-    `recheck` epochs, an interval that doubles (up to `max_recheck`) every time it is still the
-    slower. The numbers are the same either way: the products split their output rows between
-    threads, not their sums (tests/trainer/test_hand_grad.py checks this).
+    Why measured: whether a second thread pays changes with the machine, and on a shared
+    machine with its load. On one two-core virtual machine two threads took HalfCheetah's
+    64 x 256 x 256 products from 90 to 55 us in one measurement and not at all (88 us) in
+    another, when a two-thread SGD phase took 270 ms against one thread's 150 (its threads wait
+    on each other); with a third process on the two cores a two-thread epoch took a hundred
+    times longer. So the options are timed on whole epochs: each in turn at first, then the
+    faster one, with the slower one timed again after `recheck` epochs, an interval that doubles
+    (up to `max_recheck`) every time it is still the slower. The numbers are the same either
+    way: the products split their output rows between threads, not their sums
+    (tests/trainer/test_hand_grad.py checks this).
     """
 
     def __init__(self, n: int, recheck: int = 64, max_recheck: int = 4096) -> None:

@@ -55,11 +55,6 @@ class EpisodeChunk:
         return self.terminated or self.truncated
 
     @property
-    def is_cut(self) -> bool:
-        """True when sample() ended mid-episode; the episode continues under the same id."""
-        return not self.is_done
-
-    @property
     def bootstraps(self) -> bool:
         """Whether the value target at the last step uses V(s_T) (truncated or cut)."""
         return not self.terminated

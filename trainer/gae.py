@@ -16,8 +16,8 @@ Recursion per chunk (never across a chunk boundary):
     A_t     = delta_t + gamma * lambda * A_{t+1}     with A_T := 0
     target_t = A_t + V(s_t)
 Truncated and cut chunks keep their bootstrap (SB3 issue #633); every state before a terminal step
-keeps its own bootstrap; nothing flows into the next episode for 0 < lambda < 1 (the three RLlib
-regressions, see DESIGN.md).
+keeps its own bootstrap; nothing flows into the next episode for 0 < lambda < 1 (three bugs RLlib
+has had; tests/trainer/test_gae.py checks each).
 """
 
 from __future__ import annotations

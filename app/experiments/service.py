@@ -321,13 +321,6 @@ def announce_progress(session: Session, exp: Experiment) -> None:
     announce(session, exp)
 
 
-def set_ray_job_id(session: Session, experiment_id: int, ray_job_id: str) -> Experiment:
-    exp = get(session, experiment_id, lock=True)
-    exp.ray_job_id = ray_job_id
-    exp.updated_at = utcnow()
-    return exp
-
-
 def request_stop(session: Session, experiment_id: int) -> Experiment:
     """Stop at once before start; a running experiment goes to `stopping` for its job."""
     exp = get(session, experiment_id, lock=True)

@@ -177,7 +177,8 @@ class LocalRayHead:
     node_ip: str = "127.0.0.1"
     # The OS user the head, so every Ray worker and job driver (user code), runs as: another
     # user than the service's cannot read the service's /proc/<pid>/environ or its database
-    # (docs/operations.md, "Production isolation"; ROLLOUT_JOBS_USER). Needs the right to switch users (root, CAP_SETUID).
+    # (ROLLOUT_JOBS_USER; docs/operations.md, "Production isolation"). Needs the right to
+    # switch users (root, CAP_SETUID).
     user: str | None = None
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     pid: int | None = field(default=None, init=False)

@@ -39,7 +39,7 @@ def train_checkpoint(directory: Path, iterations: int = 2, seed: int = 0) -> Pat
 
 def seed_experiment(settings: Settings, archive: Path, name: str = "trained") -> tuple[int, int]:
     """A finished experiment whose one checkpoint is `archive`: (experiment id, checkpoint id)."""
-    from trainer.checkpoint import read_meta
+    from tests.checkpoint_meta import read_meta
 
     meta = read_meta(archive)
     engine = make_engine(settings.resolved_database_url)

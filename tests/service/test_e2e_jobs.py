@@ -157,7 +157,7 @@ def add_running_experiment_without_job(settings: Settings) -> int:
             exp = experiments.create(session, ExperimentCreate(name="ghost", config=QUICK))
             for to in ("queued", "running"):
                 experiments.transition(session, exp.id, to, "before the restart")
-            experiments.set_ray_job_id(session, exp.id, "rollout-exp-lost")
+            exp.ray_job_id = "rollout-exp-lost"
             exp.started_at = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
             return exp.id
     finally:

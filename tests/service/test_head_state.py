@@ -97,7 +97,7 @@ def _runtime_on(tmp_path: Path) -> tuple[JobsRuntime, Settings, int]:
         exp = service.create(session, ExperimentCreate(name="was running", config=QUICK))
         for to in ("queued", "running"):
             service.transition(session, exp.id, to, "before the crash")
-        service.set_ray_job_id(session, exp.id, "rollout-exp1-gone")
+        exp.ray_job_id = "rollout-exp1-gone"
         exp_id = exp.id
     return JobsRuntime(settings, sessionmaker, None), settings, exp_id
 

@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.checkpoint_meta import read_meta
 from trainer import checkpoint
 from trainer.algorithm import PPO
-from trainer.checkpoint import FORMAT_VERSION, load, pack, read_meta
+from trainer.checkpoint import FORMAT_VERSION, load, pack
 from trainer.checkpoint_manager import CheckpointManager
 from trainer.config import PPOConfig
 from trainer.evaluation import evaluate, load_policy

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer.checkpoint import pack, read_meta
+from tests.checkpoint_meta import read_meta
+from trainer.checkpoint import pack
 from trainer.checkpoint_manager import CheckpointManager
 
 ROLLOUT = str(Path(sys.executable).with_name("rollout"))

@@ -56,7 +56,7 @@ def test_chunks_continue_across_sample_calls() -> None:
     for chunks in by_id.values():
         assert chunks[0].t_started == 0
         for prev, nxt in itertools.pairwise(chunks):
-            assert prev.is_cut, "only a cut chunk may continue"
+            assert not prev.is_done, "only a cut chunk may continue"
             assert nxt.t_started == prev.t_started + len(prev)
             np.testing.assert_array_equal(prev.obs[-1], nxt.obs[0])
             continued += 1

@@ -51,7 +51,7 @@ def test_a_long_chunk_is_split_so_every_learner_gets_its_share() -> None:
     np.testing.assert_array_equal(np.concatenate([c.rewards for c in pieces]), chunks[0].rewards)
     for head, tail in itertools.pairwise(pieces):
         np.testing.assert_array_equal(head.obs[-1], tail.obs[0])  # head bootstraps from V(s_k)
-        assert head.is_cut
+        assert not head.is_done  # a cut: the episode continues in `tail`
     assert pieces[-1].terminated == chunks[0].terminated
 
 
