@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -150,10 +149,6 @@ def snapshots(session: Session) -> list[EvaluationSnapshot]:
     ]
 
 
-def new_submission_id(evaluation_id: int) -> str:
-    return f"rollout-eval{evaluation_id}-{secrets.token_hex(4)}"
-
-
 class EvaluationScheduler:
     """The evaluation side of the reconciler (one per API process)."""
 
@@ -207,38 +202,22 @@ class EvaluationScheduler:
 
     async def launch(self, snap: EvaluationSnapshot) -> bool:
         """Claim, issue the job token, mark running and submit; False if not launched."""
-        submission_id = new_submission_id(snap.id)
-        reason = f"submitted as Ray job {submission_id} ({snap.resources.describe()})"
 
-        def claim(session: Session) -> str | None:
-            if not kernel.claim(session, Evaluation, snap.id, WAITING, submission_id):
-                return None  # deleted meanwhile, or claimed by another API process
-            job_claim = service.issue_job_claim(session, snap.id)
-            service.transition(session, snap.id, E.running, reason)
-            return job_claim
+        def request(job_claim: str) -> JobRequest:
+            return JobRequest(
+                experiment_id=snap.experiment_id,
+                resources=snap.resources,
+                claim=job_claim,
+                api_url=self.settings.api_url,
+                job_dir=layout.evaluation_job_dir(self.settings.data_dir, snap.id),
+                entrypoint_module=ENTRYPOINT_MODULE,
+                extra_env={ENV_EVALUATION_ID: str(snap.id)},
+                niceness=SCHEDULED_NICENESS if snap.while_training else 0,
+            )
 
-        job_claim = await self._db(claim)
-        if job_claim is None:
-            return False
-        request = JobRequest(
-            experiment_id=snap.experiment_id,
-            resources=snap.resources,
-            claim=job_claim,
-            api_url=self.settings.api_url,
-            job_dir=layout.evaluation_job_dir(self.settings.data_dir, snap.id),
-            entrypoint_module=ENTRYPOINT_MODULE,
-            extra_env={ENV_EVALUATION_ID: str(snap.id)},
-            niceness=SCHEDULED_NICENESS if snap.while_training else 0,
+        return await kernel.launch(
+            self.sessionmaker, self.launcher, EVALUATION_JOBS, snap.id, snap.resources, request
         )
-        try:
-            await self.launcher.submit(submission_id, request)
-        except Exception as exc:
-            log.warning("submit of evaluation %s failed: %s", snap.id, exc)
-            error = f"could not submit the Ray job: {type(exc).__name__}: {exc}"
-            await self._db(_settle, snap.id, (E.running,), E.failed, "launch failed", error)
-            return False
-        log.info("evaluation %s: %s", snap.id, reason)
-        return True
 
     async def fail_unfit(self, snap: EvaluationSnapshot, cluster: ClusterResources) -> None:
         error = (
@@ -276,6 +255,22 @@ def _settle(
     except NotFound:
         return False
     return changed is not None
+
+
+def _fail_launch(session: Session, evaluation_id: int, error: str) -> bool:
+    return _settle(session, evaluation_id, (E.running,), E.failed, "launch failed", error)
+
+
+EVALUATION_JOBS = kernel.JobKind(
+    name="evaluation",
+    model=Evaluation,
+    waiting=WAITING,
+    issue_claim=service.issue_job_claim,
+    mark_running=lambda session, row_id, reason: service.transition(
+        session, row_id, E.running, reason
+    ),
+    fail_launch=_fail_launch,
+)
 
 
 def scheduler_of(jobs: Any) -> EvaluationScheduler | None:

@@ -1,22 +1,31 @@
 """What every kind of Ray job the service runs shares: experiments and evaluations alike.
 
 A kind of job is a small adapter on top of this: its rows carry `status`, `ray_job_id` and
-`updated_at`; it is claimed with one compare-and-set (`claim`) before its submission, its
-missing Ray job is given `MISSING_GRACE_S` before it counts as lost (`age_s`), and every
-database step runs in a worker thread in one transaction (`in_db`).
+`updated_at`; it is launched by one sequence (`launch`: claim the row with a compare-and-set,
+issue its job claim, mark it running, submit, or settle it failed when Ray refuses) in which
+the kind states only what differs (`JobKind`, its JobRequest); its missing Ray job is given
+`MISSING_GRACE_S` before it counts as lost (`age_s`), and every database step runs in a worker
+thread in one transaction (`in_db`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
+import secrets
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from app.core.db import SessionMaker, run_in_transaction, utcnow
+from app.jobs.launcher import JobRequest, RayJobLauncher
+from app.jobs.resources import ExperimentResources
+
+log = logging.getLogger(__name__)
 
 # How long a claimed job may be unknown to Ray (submission in flight, a slow head) before the
 # row is treated as lost.
@@ -53,3 +62,54 @@ def age_s(since: dt.datetime | None) -> float:
 async def in_db(sessionmaker: SessionMaker, fn: Callable[..., T], *args: Any) -> T:
     """`fn(session, *args)` in one transaction, in a worker thread (never the event loop)."""
     return await asyncio.to_thread(run_in_transaction, sessionmaker, fn, *args)
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """What a kind of job states about its launch; the sequence is `launch`'s."""
+
+    name: str  # "experiment", "evaluation": in submission ids and log lines
+    model: Any  # its table
+    waiting: tuple[Any, ...]  # the states a row is launched from
+    issue_claim: Callable[[Session, int], str]  # the one-time claim its job redeems
+    mark_running: Callable[[Session, int, str], Any]  # (row id, reason)
+    fail_launch: Callable[[Session, int, str], Any]  # (row id, error): Ray refused the job
+
+    def submission_id(self, row_id: int) -> str:
+        prefix = "exp" if self.name == "experiment" else "eval"
+        return f"rollout-{prefix}{row_id}-{secrets.token_hex(4)}"
+
+
+async def launch(
+    sessionmaker: SessionMaker,
+    launcher: RayJobLauncher,
+    kind: JobKind,
+    row_id: int,
+    resources: ExperimentResources,
+    request: Callable[[str], JobRequest],
+) -> bool:
+    """Claim the row, issue its job claim, mark it running (one transaction), then submit
+    `request(job_claim)`; False if another process claimed it first or Ray refused it (the
+    row then fails with Ray's error)."""
+    submission_id = kind.submission_id(row_id)
+    reason = f"submitted as Ray job {submission_id} ({resources.describe()})"
+
+    def claim_row(session: Session) -> str | None:
+        if not claim(session, kind.model, row_id, kind.waiting, submission_id):
+            return None  # stopped or deleted meanwhile, or claimed by another API process
+        job_claim = kind.issue_claim(session, row_id)
+        kind.mark_running(session, row_id, reason)
+        return job_claim
+
+    job_claim = await in_db(sessionmaker, claim_row)
+    if job_claim is None:
+        return False
+    try:
+        await launcher.submit(submission_id, request(job_claim))
+    except Exception as exc:
+        log.warning("submit of %s %s failed: %s", kind.name, row_id, exc)
+        error = f"could not submit the Ray job: {type(exc).__name__}: {exc}"
+        await in_db(sessionmaker, kind.fail_launch, row_id, error)
+        return False
+    log.info("%s %s: %s", kind.name, row_id, reason)
+    return True

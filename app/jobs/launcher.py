@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import secrets
 import sys
 import time
 from dataclasses import dataclass, field
@@ -74,10 +73,6 @@ class JobRequest:
     extra_env: dict[str, str] = field(default_factory=dict)
     # Above 0: the job runs under `nice -n` (scheduled evaluations take only idle CPU).
     niceness: int = 0
-
-
-def new_submission_id(experiment_id: int) -> str:
-    return f"rollout-exp{experiment_id}-{secrets.token_hex(4)}"
 
 
 class RayJobLauncher:

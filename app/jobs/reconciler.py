@@ -61,7 +61,6 @@ from app.jobs.launcher import (
     RayJobLauncher,
     RayJobState,
     RayUnavailable,
-    new_submission_id,
 )
 from app.jobs.node_load import IdleCores
 from app.jobs.resources import ClusterResources, ExperimentResources, fits
@@ -170,6 +169,22 @@ class QueueEntry:
     held: Callable[[], bool]
     fail_unfit: Callable[[ClusterResources], Awaitable[None]]
     launch: Callable[[], Awaitable[bool]]
+
+
+def _fail_launch(session: Session, experiment_id: int, error: str) -> bool:
+    return _settle(session, experiment_id, ACTIVE, S.failed, "launch failed", error)
+
+
+EXPERIMENT_JOBS = kernel.JobKind(
+    name="experiment",
+    model=Experiment,
+    waiting=(S.pending, S.queued),
+    issue_claim=service.issue_job_claim,
+    mark_running=lambda session, row_id, reason: service.transition(
+        session, row_id, S.running, reason
+    ),
+    fail_launch=_fail_launch,
+)
 
 
 def _settle(
@@ -470,35 +485,18 @@ class Reconciler:
         )
 
     async def _launch(self, snap: Snapshot) -> bool:
-        submission_id = new_submission_id(snap.id)
-        reason = f"submitted as Ray job {submission_id} ({snap.resources.describe()})"
+        def request(job_claim: str) -> JobRequest:
+            return JobRequest(
+                experiment_id=snap.id,
+                resources=snap.resources,
+                claim=job_claim,
+                api_url=self.settings.api_url,
+                job_dir=layout.experiment_job_dir(self.settings.data_dir, snap.id),
+            )
 
-        def claim(session: Session) -> str | None:
-            if not kernel.claim(session, Experiment, snap.id, (S.pending, S.queued), submission_id):
-                return None  # stopped meanwhile, or claimed by another API process
-            job_claim = service.issue_job_claim(session, snap.id)
-            service.transition(session, snap.id, S.running, reason)
-            return job_claim
-
-        job_claim = await self._db(claim)
-        if job_claim is None:
-            return False
-        request = JobRequest(
-            experiment_id=snap.id,
-            resources=snap.resources,
-            claim=job_claim,
-            api_url=self.settings.api_url,
-            job_dir=layout.experiment_job_dir(self.settings.data_dir, snap.id),
+        return await kernel.launch(
+            self.sessionmaker, self.launcher, EXPERIMENT_JOBS, snap.id, snap.resources, request
         )
-        try:
-            await self.launcher.submit(submission_id, request)
-        except Exception as exc:
-            log.warning("submit of experiment %s failed: %s", snap.id, exc)
-            error = f"could not submit the Ray job: {type(exc).__name__}: {exc}"
-            await self._db(_settle, snap.id, ACTIVE, S.failed, "launch failed", error)
-            return False
-        log.info("experiment %s: %s", snap.id, reason)
-        return True
 
     async def _db(self, fn, *args):  # type: ignore[no-untyped-def]
         return await kernel.in_db(self.sessionmaker, fn, *args)
