@@ -23,6 +23,7 @@ from trainer.wire import MetricsRow
 
 RETURN_METRIC = "episode_return_mean"
 TIME_METRIC = "time_s"
+MAX_METRIC_NAME = 128  # the metric_points.name column
 # Every query is bounded: a series never comes back longer than this (longer ones are min/max
 # bucketed as with max_points), nor a whole response longer than the request budget.
 MAX_POINTS_PER_SERIES = 100_000
@@ -44,12 +45,17 @@ def flatten(rows: list[MetricsRow]) -> list[tuple[int, str, float]]:
         values = dict(row.values)
         values.setdefault(TIME_METRIC, row.time_s)
         for name, value in values.items():
-            if not math.isfinite(value) or not name or len(name) > 128:
+            if not name or len(name) > MAX_METRIC_NAME:
+                message = f"a metric name is 1 to {MAX_METRIC_NAME} characters"
+                bad.append(
+                    {"field": f"rows.{i}.values.{name[:MAX_METRIC_NAME]}", "message": message}
+                )
+            elif not math.isfinite(value):
                 bad.append({"field": f"rows.{i}.values.{name}", "message": "not a finite value"})
             else:
                 points.append((row.step, name, float(value)))
     if bad:
-        raise InvalidInput("metric values must be finite numbers", fields=bad[:50])
+        raise InvalidInput("metric names and values must be valid", fields=bad[:50])
     return points
 
 

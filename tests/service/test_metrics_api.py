@@ -59,7 +59,22 @@ def test_non_finite_values_are_rejected_by_field(client, create_experiment, job_
         },
     )
     assert response.status_code == 422
-    assert response.json()["error"]["fields"][0]["field"].startswith("rows.0")
+    fields = response.json()["error"]["fields"]
+    assert fields == [{"field": "rows.0.values.kl", "message": "not a finite value"}]
+    # An over-long name is named as such (not as a bad value); nothing of the batch is stored.
+    long_name = "m" * 129
+    rows = [{"step": 2, "time_s": 0, "values": {"kl": 0.1, long_name: 1.0}}]
+    response = client.post(
+        f"/api/v1/jobs/experiments/{exp['id']}/metrics",
+        json={"rows": rows},
+        headers={"Authorization": f"Bearer {job_token(exp['id'])}"},
+    )
+    assert response.status_code == 422
+    (field,) = response.json()["error"]["fields"]
+    assert field["message"] == "a metric name is 1 to 128 characters"
+    assert field["field"] == f"rows.0.values.{'m' * 128}"
+    stored = client.get(f"/api/v1/experiments/{exp['id']}/metrics").json()["series"]
+    assert stored == {}
 
 
 def test_query_by_names_and_step_range(client, create_experiment, job_token):
