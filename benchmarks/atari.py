@@ -226,6 +226,12 @@ def _follow(progress: RolloutProgress, now: float, outcome: Outcome) -> None:
                 outcome.crossings[key] = {"t": point.t, "env_steps": point.env_steps}
 
 
+def peer_seconds(args: argparse.Namespace) -> float:
+    """The peer's budget: --peer-seconds when given (Rollout may run on to 20 while the peer
+    gets the issue's 25 minutes), else the same as Rollout's."""
+    return args.seconds if args.peer_seconds is None else args.peer_seconds
+
+
 def commands(game: str, args: argparse.Namespace, config: Any, out: Path) -> dict[str, list[str]]:
     py = sys.executable
     rollout = [py, "-m", "trainer.cli", "train", "--env", f"ALE/{game}-v5",
@@ -239,7 +245,7 @@ def commands(game: str, args: argparse.Namespace, config: Any, out: Path) -> dic
 
         threads = env_threads(1.0, in_actor=False)  # the peer alternates sampling and SGD
     cleanrl = [py, str(REPO / "benchmarks" / "peers" / "cleanrl_atari.py"),
-               "--env-id", f"ALE/{game}-v5", "--seconds", str(args.seconds),
+               "--env-id", f"ALE/{game}-v5", "--seconds", str(peer_seconds(args)),
                "--stop-return", f"{max(TARGETS):g}", "--num-threads", str(threads),
                "--seed", str(args.seed),
                *CLEANRL_ARGS, *args.cleanrl_arg, "--out", str(out / "cleanrl")]  # fmt: skip
@@ -262,10 +268,12 @@ def _where(phases: dict[str, float], total: float) -> str:
 
 
 def table(games: dict[str, dict[str, Any]], meta: dict[str, Any]) -> str:
+    peer = meta.get("peer_seconds")
+    peer = f" ({peer:g} s for the peer)" if peer is not None and peer != meta["seconds"] else ""
     lines = [
         f"Run {meta['date']} on {meta['machine'].get('gpu', 'no GPU')}, "
         f"{meta['machine']['cores']} cores, torch {meta['machine'].get('torch', '?')}; "
-        f"budget {meta['seconds']:g} s per run. Command: `{meta['command']}`.",
+        f"budget {meta['seconds']:g} s per run{peer}. Command: `{meta['command']}`.",
         "",
         "| game | contender | time-to-18 s (env steps) | time-to-20 s (env steps) "
         "| best 100-ep mean | env steps/s end to end | bare vector env steps/s (envs, threads) "
@@ -313,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--game", action="append", help="Pong (default); repeat for Breakout")
     parser.add_argument("--seconds", type=float, default=330.0, help="budget per run")
     parser.add_argument("--contenders", default="rollout", help="rollout,cleanrl for both")
+    parser.add_argument(
+        "--peer-seconds", type=float, default=None, help="the peer's budget (default --seconds)"
+    )
     parser.add_argument("--bare-seconds", type=float, default=15.0)
     parser.add_argument("--results", type=Path, default=REPO / "benchmarks/results/atari")
     parser.add_argument("--docs", type=Path, default=REPO / "docs/benchmarks.md")
@@ -334,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine(),
         "seconds": args.seconds,
+        "peer_seconds": peer_seconds(args),
         "command": " ".join(["python benchmarks/atari.py", *(argv or sys.argv[1:])]),
         "results": str(_shown(args.results)),
     }
@@ -345,7 +357,8 @@ def main(argv: list[str] | None = None) -> int:
         cmds = commands(game, args, config, work / game)
         outcomes = []
         for name in args.contenders.split(","):
-            outcome = run(name, game, cmds[name], work / game / name, args.seconds)
+            budget = args.seconds if name == "rollout" else peer_seconds(args)
+            outcome = run(name, game, cmds[name], work / game / name, budget)
             src = work / game / name / "metrics.jsonl"
             dst = args.results / f"{stamp}-{game.lower()}-{name}.metrics.jsonl"
             if src.exists():
