@@ -60,7 +60,11 @@ def test_form_shows_the_preset_marks_its_fields_and_user_values_win(
             config = httpx.get(f"{server.url}/api/v1/experiments/{exp_id}").json()["config"]
             assert config["preset"] == "atari" and config["num_envs_per_env_runner"] == 8
             assert config["clip_rewards"] == 1.0 and config["lr"] == 7e-4
-            assert config["env_config"] == {"repeat_action_probability": 0.0}
+            assert config["env_config"] == {
+                "repeat_action_probability": 0.0,
+                "img_height": 64,
+                "img_width": 64,
+            }
 
             # Another env re-resolves the untouched fields; a named preset is honoured.
             page.goto(f"{server.url}/#/new")

@@ -30,7 +30,7 @@ from app.experiments.models import Experiment
 from app.jobs.ray_head import LocalRayHead, cluster_environ
 from tests.conftest import SERVICE_SECRETS
 from tests.service import env_spy, job_snoop, job_trespass
-from tests.service.test_e2e_jobs import LiveService, make_settings, wait_for
+from tests.service.test_e2e_jobs import LiveService, driver_pid, make_settings, wait_for
 from tests.service.test_job_faults import _job_processes
 
 pytestmark = pytest.mark.ray
@@ -173,8 +173,14 @@ def test_the_cluster_environment_drops_the_service_settings() -> None:
     assert cluster_environ(environ) == {"PATH": "/usr/bin", "RAY_AUTH_MODE": "disabled"}
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def snoop_config(dump_dir: Path, num_env_runners: int) -> dict[str, Any]:
-    dump_dir.mkdir()
     return {
         **spy_config(dump_dir, num_env_runners),
         "env_id": f"tests.service.job_snoop:{job_snoop.ENV_ID}",
@@ -190,16 +196,26 @@ def test_a_job_cannot_read_another_jobs_memory_or_environment(
     snoops: dict[str, int] = {}
     try:
         wait_for(lambda: live.metric_steps(victim), 120, "the victim's metrics")
-        # Its driver and its EnvRunner (the test runs as the job's user or root: it can tell).
-        victim_pids = set(_job_processes(ray_head, victim, live.url))
-        assert len(victim_pids) >= 2, victim_pids
-        snoops = {
-            kind: live.submit(snoop_config(dirs[kind], n), name=f"snoop in the {kind}")
-            for kind, n in (("driver", 0), ("worker", 1))
+        # Its driver and its EnvRunner (the test runs as the job's user or root: it can tell):
+        # the processes that hold what a job knows. Not Ray's own: the shell Ray starts the
+        # driver under and the job's JobSupervisor actor, which never see the token (the
+        # last assertion checks that no bearer token is readable in any of them either).
+        victim_python = {
+            pid: cmd
+            for pid in _job_processes(ray_head, victim, live.url)
+            if ((cmd := _cmdline(pid)).startswith(b"ray::") and b"JobSupervisor" not in cmd)
+            or (b"python" in cmd.split(b"\0")[0] and b"trainer.job" in cmd)
         }
-        for kind, directory in dirs.items():
-            wait_for(lambda d=directory: list(d.glob("snoop-*.json")), 120, f"the {kind} snoop")
-        assert victim_pids <= set(_job_processes(ray_head, victim, live.url)), "still running"
+        driver = driver_pid(ray_head, live, victim)
+        assert driver in victim_python and len(victim_python) >= 2, victim_python
+        # One snoop at a time: the cluster fits the victim and one of them.
+        for kind, n in (("driver", 0), ("worker", 1)):
+            snoops[kind] = live.submit(snoop_config(dirs[kind], n), name=f"snoop in the {kind}")
+            found = lambda d=dirs[kind]: list(d.glob("snoop-*.json"))  # noqa: E731
+            wait_for(found, 120, f"the {kind} snoop")
+            live.http.post(f"/experiments/{snoops[kind]}/stop")
+            live.wait_status(snoops[kind], {"stopped", "failed", "succeeded"}, 120)
+        assert live.experiment(victim)["status"] == "running"
     finally:
         for exp_id in (victim, *snoops.values()):
             live.http.post(f"/experiments/{exp_id}/stop")
@@ -209,10 +225,17 @@ def test_a_job_cannot_read_another_jobs_memory_or_environment(
     for kind, directory in dirs.items():
         (record_file,) = directory.glob("snoop-*.json")
         seen = {int(pid): entry for pid, entry in json.loads(record_file.read_text()).items()}
-        for pid in victim_pids:
-            assert pid in seen, f"the {kind} snoop did not find victim process {pid}"
+        assert driver in seen, f"the {kind} snoop did not find the victim's driver"
+        assert any(victim_python[pid].startswith(b"ray::") for pid in seen if pid in victim_python)
+        for pid in victim_python.keys() & seen.keys():
             entry = seen[pid]
-            assert entry == {"environ": "denied", "mem": "denied", "bearer": False}, (kind, pid)
+            assert entry == {"environ": "denied", "mem": "denied", "bearer": False}, (
+                kind,
+                pid,
+                victim_python[pid],
+                pid == driver,
+            )
+        assert not any(entry["bearer"] for entry in seen.values())  # nor in any other job
 
 
 def test_an_unknown_jobs_user_is_refused_by_name() -> None:

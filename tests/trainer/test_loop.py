@@ -183,9 +183,14 @@ def test_a_full_disk_skips_a_checkpoint_and_training_goes_on(
     assert outcome.reason == "env_steps"
     assert [meta.iteration for _, meta in reporter.checkpoints] == [1, 3, 4]
     assert [meta.final for _, meta in reporter.checkpoints] == [False, False, True]
+    # Each packed checkpoint has its CheckpointMeta beside it (for the API's salvage); the
+    # skipped one left nothing.
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [
+        "iter_000001.json",
         "iter_000001.tar.gz",
+        "iter_000003.json",
         "iter_000003.tar.gz",
+        "iter_000004.json",
         "iter_000004.tar.gz",
     ]
     steps = [step for step, _ in reporter.rows]
