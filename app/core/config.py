@@ -175,6 +175,16 @@ class Settings(BaseSettings):
         return self.live_backend == "postgres"
 
     @property
+    def sqlite_file(self) -> Path | None:
+        """The SQLite database file (the default one or ROLLOUT_DATABASE_URL's), None for a
+        server database or an in-memory one: the service keeps it 0600 (SQLite gives its
+        -wal and -shm files the same mode)."""
+        url = self.resolved_database_url
+        if not url.startswith("sqlite:///") or url.endswith(":memory:"):
+            return None
+        return Path(url.removeprefix("sqlite:///").split("?", 1)[0])
+
+    @property
     def checkpoints_dir(self) -> Path:
         return layout.checkpoints_dir(self.data_dir)
 
@@ -194,8 +204,9 @@ class Settings(BaseSettings):
         SQLite file are nobody else's business) and the default SQLite file 0600."""
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.checkpoints_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        database = None if self.database_url else layout.database_file(self.data_dir)
+        database = self.sqlite_file
         if database is not None:
+            database.parent.mkdir(parents=True, exist_ok=True)
             database.touch(mode=0o600, exist_ok=True)
         # With a jobs user its processes must reach their job dirs (and the Ray head its temp
         # dir) inside the data dir, without listing it or reading anything else there.

@@ -334,6 +334,8 @@ def test_jobs_run_as_the_jobs_user_and_cannot_reach_the_data_or_the_service(
     environment, while its run trains, reports and is salvageable as usual."""
     for key, value in SERVICE_SECRETS.items():
         monkeypatch.setenv(key, value)
+    # The head as another user runs in its temp dir: the hostile module is found by path.
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
     # Below /tmp (traversable), not pytest's 0700 tmp dir: the jobs user reaches its job dirs.
     data_dir = Path(tempfile.mkdtemp(prefix="rollout-jobs-user-", dir="/tmp"))
     live = LiveService(
@@ -365,15 +367,37 @@ def test_jobs_run_as_the_jobs_user_and_cannot_reach_the_data_or_the_service(
             assert exp["status"] == "succeeded", (exp["events"][-1], exp["error"])
             job_dir = experiment_job_dir(data_dir, exp_id)
             assert job_dir.stat().st_uid == nobody  # the job wrote its own dir
-            (record,) = job_dir.glob("trespass-*.json")
-            outcome = json.loads(record.read_text())
-            assert outcome == {
-                "uid": nobody,
-                "read database": "denied",
-                "write database": "denied",
-                "list data dir": "denied",
-                "list checkpoints": "denied",
-                "read service environ": "denied",
-            }
+            records = list(job_dir.glob("trespass-*.json"))  # each process that built it
+            assert records, f"experiment {exp_id} never built its env"
+            for record in records:
+                outcome = json.loads(record.read_text())
+                assert outcome == {
+                    "uid": nobody,
+                    "read database": "denied",
+                    "write database": "denied",
+                    "list data dir": "denied",
+                    "list checkpoints": "denied",
+                    "read service environ": "denied",
+                }
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def test_a_sqlite_database_given_by_url_is_kept_private_too(tmp_path: Path) -> None:
+    """ROLLOUT_DATABASE_URL naming a SQLite file gets 0600 like the default one (it was left
+    as SQLite made it, 0644: readable by a jobs user)."""
+    database = tmp_path / "elsewhere" / "custom.db"
+    database.parent.mkdir()
+    database.write_bytes(b"")
+    database.chmod(0o644)
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        database_url=f"sqlite:///{database}",
+        frontend_dir=tmp_path,
+        jobs_enabled=False,
+    )
+    assert settings.sqlite_file == database
+    settings.prepare_data_dir()
+    assert stat.S_IMODE(database.stat().st_mode) == 0o600
+    assert Settings(database_url="sqlite:///:memory:").sqlite_file is None
+    assert Settings(database_url="postgresql+psycopg://u@h/d").sqlite_file is None
