@@ -57,6 +57,18 @@ class Outage(httpx.BaseTransport):
         return response
 
 
+def outage_reporter(env: JobEnv, outage: Outage) -> Reporter:
+    """The job's reporter, talking to the app through `outage`, retrying fast."""
+    return Reporter(
+        env.api_url,
+        env.token,
+        env.experiment_id,
+        env.job_dir,
+        backoff=Backoff(initial_s=0.01, max_s=0.05),
+        transport=outage,
+    )
+
+
 def test_an_outage_longer_than_the_reporters_patience_loses_no_point(
     app: FastAPI,
     client: TestClient,
@@ -74,14 +86,7 @@ def test_an_outage_longer_than_the_reporters_patience_loses_no_point(
         experiment_job_dir(settings.data_dir, exp_id),
     )
     outage = Outage(client._transport)
-    reporter = Reporter(
-        env.api_url,
-        env.token,
-        env.experiment_id,
-        env.job_dir,
-        backoff=Backoff(initial_s=0.01, max_s=0.05),
-        transport=outage,
-    )
+    reporter = outage_reporter(env, outage)
     give_up = reporter.close
 
     def close_then_come_back(timeout_s: float = 60.0) -> bool:
@@ -142,14 +147,7 @@ def test_a_run_that_ends_during_a_long_outage_ends_with_the_status_it_earned(
         experiment_job_dir(settings.data_dir, exp_id),
     )
     outage = Outage(client._transport)  # down from the first metrics batch on, for good
-    reporter = Reporter(
-        env.api_url,
-        env.token,
-        env.experiment_id,
-        env.job_dir,
-        backoff=Backoff(initial_s=0.01, max_s=0.05),
-        transport=outage,
-    )
+    reporter = outage_reporter(env, outage)
     try:
         assert ExperimentRun(env, reporter, StopFlag()).run() == 0  # not a failure
     finally:
