@@ -64,7 +64,7 @@ from app.jobs.launcher import (
 )
 from app.jobs.node_load import IdleCores
 from app.jobs.resources import ClusterResources, ExperimentResources, fits
-from app.jobs.salvage import Salvaged, salvage_job_dir
+from app.jobs.salvage import Salvaged, Settlement, salvage_job_dir
 from app.sweeps.models import Sweep
 from trainer.config import PPOConfig
 
@@ -292,14 +292,12 @@ class Reconciler:
         if job.state == RayJobState.MISSING:
             if kernel.age_s(snap.started_at) < MISSING_GRACE_S:
                 return
-            salvaged = await self._salvage(snap)
-            if await self._settle_as_reported(snap, salvaged, None):
-                return
-            reason = job.message + salvaged.describe()
-            if snap.status == S.stopping:
-                await self._db(_settle, snap.id, ACTIVE, S.stopped, reason)
-            else:
-                await self._db(_settle, snap.id, ACTIVE, S.failed, reason, job.message)
+            fallback = (
+                Settlement(S.stopped, job.message)
+                if snap.status == S.stopping
+                else Settlement(S.failed, job.message, job.message)
+            )
+            await self._settle_salvaged(snap, fallback)
         elif job.state.is_terminal:
             await self._ended(snap, job)
         elif snap.status == S.stopping:
@@ -310,43 +308,24 @@ class Reconciler:
         assert snap.ray_job_id is not None
         tail = await self.launcher.log_tail(snap.ray_job_id)
         self._stops_sent.pop(snap.id, None)
-        salvaged = await self._salvage(snap)
-        if await self._settle_as_reported(snap, salvaged, tail or None):
-            return
-        found = salvaged.describe()
         if job.state == RayJobState.FAILED:
-            reason = f"Ray job {snap.ray_job_id} failed{found}"
-            error = job.message or reason
-            await self._db(_settle, snap.id, ACTIVE, S.failed, reason, error, tail or None)
+            reason = f"Ray job {snap.ray_job_id} failed"
+            fallback = Settlement(S.failed, reason, job.message or reason, tail or None)
         elif job.state == RayJobState.STOPPED or snap.status == S.stopping:
-            reason = f"Ray job {snap.ray_job_id} was stopped before it reported{found}"
-            await self._db(_settle, snap.id, ACTIVE, S.stopped, reason, None, tail or None)
+            reason = f"Ray job {snap.ray_job_id} was stopped before it reported"
+            fallback = Settlement(S.stopped, reason, None, tail or None)
         else:
-            reason = f"Ray job {snap.ray_job_id} ended without reporting a final status{found}"
-            await self._db(_settle, snap.id, ACTIVE, S.succeeded, reason, None, tail or None)
+            reason = f"Ray job {snap.ray_job_id} ended without reporting a final status"
+            fallback = Settlement(S.succeeded, reason, None, tail or None)
+        await self._settle_salvaged(snap, fallback)
 
-    async def _salvage(self, snap: Snapshot) -> Salvaged:
-        """Store what the ended job left in its job dir but never sent (app/jobs/salvage.py)."""
+    async def _settle_salvaged(self, snap: Snapshot, fallback: Settlement) -> None:
+        """Store what the ended job left in its job dir but never sent (app/jobs/salvage.py),
+        then end the experiment as the job reported it there, else as `fallback` says."""
         salvaged: Salvaged = await self._db(salvage_job_dir, self.settings, snap.id)
-        return salvaged
-
-    async def _settle_as_reported(
-        self, snap: Snapshot, salvaged: Salvaged, log_tail: str | None
-    ) -> bool:
-        """The status the job earned but could not report, when it left one in its job dir."""
-        earned = salvaged.reported()
-        if earned is None:
-            return False
-        await self._db(
-            _settle,
-            snap.id,
-            ACTIVE,
-            earned.status,
-            earned.reason,
-            earned.error,
-            earned.log_tail or log_tail,
-        )
-        return True
+        end = salvaged.outcome(fallback)
+        log_tail = end.log_tail or fallback.log_tail
+        await self._db(_settle, snap.id, ACTIVE, end.status, end.reason, end.error, log_tail)
 
     async def _drive_stop(self, snap: Snapshot) -> None:
         """(Re)send stop_job; after the grace period give up waiting and mark it stopped."""

@@ -445,12 +445,7 @@ def _end_active(
     ended = []
     for exp in list(rows):
         salvaged = salvage_job_dir(session, settings, exp.id)
-        settled = salvaged.reported()
-        if settled is None:
-            fallback = end(exp)
-            settled = Settlement(
-                fallback.status, fallback.reason + salvaged.describe(), fallback.error
-            )
+        settled = salvaged.outcome(end(exp))
         service.transition(
             session,
             exp.id,

@@ -105,6 +105,16 @@ class Salvaged:
             status = ExperimentStatus.failed  # a record is only ever written at the end
         return Settlement(status, reason, report.error, report.log_tail)
 
+    def outcome(self, fallback: Settlement) -> Settlement:
+        """How the run ends: the status the job earned and left in its job dir, else the
+        caller's `fallback` with what was recovered (and what is missing) in its reason."""
+        reported = self.reported()
+        if reported is not None:
+            return reported
+        return Settlement(
+            fallback.status, fallback.reason + self.describe(), fallback.error, fallback.log_tail
+        )
+
 
 @dataclass(frozen=True)
 class Settlement:
