@@ -263,6 +263,7 @@ def _fail_launch(session: Session, evaluation_id: int, error: str) -> bool:
 
 EVALUATION_JOBS = kernel.JobKind(
     name="evaluation",
+    id_prefix="eval",
     model=Evaluation,
     waiting=WAITING,
     issue_claim=service.issue_job_claim,

@@ -68,7 +68,8 @@ async def in_db(sessionmaker: SessionMaker, fn: Callable[..., T], *args: Any) ->
 class JobKind:
     """What a kind of job states about its launch; the sequence is `launch`'s."""
 
-    name: str  # "experiment", "evaluation": in submission ids and log lines
+    name: str  # "experiment", "evaluation": in log lines
+    id_prefix: str  # Ray submission ids: rollout-<prefix><row id>-<random>
     model: Any  # its table
     waiting: tuple[Any, ...]  # the states a row is launched from
     issue_claim: Callable[[Session, int], str]  # the one-time claim its job redeems
@@ -76,8 +77,7 @@ class JobKind:
     fail_launch: Callable[[Session, int, str], Any]  # (row id, error): Ray refused the job
 
     def submission_id(self, row_id: int) -> str:
-        prefix = "exp" if self.name == "experiment" else "eval"
-        return f"rollout-{prefix}{row_id}-{secrets.token_hex(4)}"
+        return f"rollout-{self.id_prefix}{row_id}-{secrets.token_hex(4)}"
 
 
 async def launch(

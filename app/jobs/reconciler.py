@@ -177,6 +177,7 @@ def _fail_launch(session: Session, experiment_id: int, error: str) -> bool:
 
 EXPERIMENT_JOBS = kernel.JobKind(
     name="experiment",
+    id_prefix="exp",
     model=Experiment,
     waiting=(S.pending, S.queued),
     issue_claim=service.issue_job_claim,
