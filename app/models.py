@@ -11,6 +11,7 @@ import app.checkpoints.models
 import app.evaluations.models
 import app.experiments.models
 import app.metrics.models
+import app.studies.models
 import app.sweeps.models  # noqa: F401
 from app.core.db import Base
 

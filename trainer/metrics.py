@@ -18,6 +18,21 @@ from typing import Any
 import numpy as np
 
 EPISODE_WINDOW = 100
+# Metrics every iteration reports whatever the env (the return window's and the learner's), so
+# a study may optimise any of them; tests/trainer check them against a real iteration's keys.
+STUDY_METRICS = (
+    "episode_return_mean",
+    "episode_return_min",
+    "episode_return_max",
+    "episode_len_mean",
+    "policy_loss",
+    "vf_loss",
+    "entropy",
+    "kl",
+    "clip_fraction",
+    "explained_variance",
+    "env_steps_per_s",
+)
 
 
 class EpisodeWindow:

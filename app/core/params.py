@@ -21,6 +21,7 @@ MAX_ID = MAX_INT32
 ExperimentId = Annotated[int, Path(ge=1, le=MAX_ID, description="Experiment id.")]
 EvaluationId = Annotated[int, Path(ge=1, le=MAX_ID, description="Evaluation id.")]
 SweepId = Annotated[int, Path(ge=1, le=MAX_ID, description="Sweep id.")]
+StudyId = Annotated[int, Path(ge=1, le=MAX_ID, description="Study id.")]
 StepQuery = Annotated[
     int | None, Query(ge=MIN_INT64, le=MAX_INT64, description="Env steps (inclusive).")
 ]

@@ -321,13 +321,15 @@ def announce_progress(session: Session, exp: Experiment) -> None:
     announce(session, exp)
 
 
-def request_stop(session: Session, experiment_id: int) -> Experiment:
-    """Stop at once before start; a running experiment goes to `stopping` for its job."""
+def request_stop(session: Session, experiment_id: int, reason: str | None = None) -> Experiment:
+    """Stop at once before start; a running experiment goes to `stopping` for its job.
+    `reason` says who stops it when that is not the user (a study pruning its trial)."""
     exp = get(session, experiment_id, lock=True)
     if exp.status in (S.pending, S.queued):
-        return transition(session, experiment_id, S.stopped, "stopped by user before start")
+        why = f"{reason}, before start" if reason else "stopped by user before start"
+        return transition(session, experiment_id, S.stopped, why)
     if exp.status == S.running:
-        return transition(session, experiment_id, S.stopping, "stop requested by user")
+        return transition(session, experiment_id, S.stopping, reason or "stop requested by user")
     if exp.status == S.stopping:
         return exp
     raise Conflict(f"experiment {experiment_id} already ended ({exp.status.value})")

@@ -65,6 +65,7 @@ from app.jobs.launcher import (
 from app.jobs.node_load import IdleCores
 from app.jobs.resources import ClusterResources, ExperimentResources, fits
 from app.jobs.salvage import Salvaged, Settlement, salvage_job_dir
+from app.studies.driver import StudyDriver
 from app.sweeps.models import Sweep
 from trainer.config import PPOConfig
 
@@ -227,6 +228,7 @@ class Reconciler:
         self._stops_sent: dict[int, tuple[float, float]] = {}  # id -> (first, last) monotonic
         self._last_error = ""
         self.evaluations = EvaluationScheduler(settings, sessionmaker, launcher, self.wake)
+        self.studies = StudyDriver(sessionmaker, self.request_stop)
 
     def wake(self) -> None:
         self._wake.set()
@@ -252,6 +254,7 @@ class Reconciler:
 
     async def tick(self) -> None:
         await self.launcher.ensure_connected()
+        await self.studies.tick()  # settles, prunes and suggests trials before the queue runs
         snaps = await self._db(snapshots)
         waiting = (S.pending, S.queued)
         for snap in snaps:

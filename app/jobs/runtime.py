@@ -347,6 +347,11 @@ class JobsRuntime:
         if self.reconciler is not None:
             self.reconciler.wake()
 
+    def wake(self) -> None:
+        """Something changed that the reconciler acts on (a study to suggest for)."""
+        if self.reconciler is not None:
+            self.reconciler.wake()
+
     async def request_stop(self, experiment_id: int) -> None:
         if self.reconciler is not None:
             await self.reconciler.request_stop(experiment_id)

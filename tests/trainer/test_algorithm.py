@@ -14,6 +14,7 @@ import torch
 
 from trainer.algorithm import PPO
 from trainer.config import PPOConfig
+from trainer.metrics import STUDY_METRICS
 
 REQUIRED_METRICS = {
     "iteration",
@@ -70,6 +71,7 @@ def test_iteration_metrics_and_counters() -> None:
     finally:
         algo.stop()
     assert set(first) >= REQUIRED_METRICS
+    assert set(first) >= set(STUDY_METRICS)  # what a study may optimise is always reported
     assert all(isinstance(v, float) for v in first.values())
     assert first["iteration"] == 1 and second["iteration"] == 2
     assert 256 <= first["env_steps"] < 256 + 4

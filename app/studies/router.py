@@ -1,0 +1,92 @@
+"""HTTP endpoints of the studies domain."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Response, status
+from sqlalchemy.orm import Session
+
+from app.checkpoints.storage import remove_experiment_dir
+from app.core.auth import require_api_token
+from app.core.db import run_in_transaction
+from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
+from app.core.layout import experiment_job_dir
+from app.core.params import StudyId
+from app.evaluations.files import remove_experiment_files as remove_evaluation_videos
+from app.studies import service
+from app.studies.schemas import StudyBest, StudyCreate, StudyDetail, StudyList
+
+router = APIRouter(prefix="/studies", tags=["studies"], dependencies=[Depends(require_api_token)])
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=StudyDetail)
+async def create_study(
+    body: StudyCreate, sessionmaker: SessionMakerDep, jobs: JobsDep
+) -> StudyDetail:
+    """Store the study (a 422 names every bad range, choice, config field or objective, and
+    nothing is stored); the reconciler then suggests its first `max_parallel` trials, each an
+    experiment queued like any other."""
+
+    def work(session: Session) -> StudyDetail:
+        return service.detail(session, service.create(session, body))
+
+    detail = await asyncio.to_thread(run_in_transaction, sessionmaker, work)
+    if jobs is not None:
+        jobs.wake()
+    return detail
+
+
+@router.get("", response_model=StudyList)
+def list_studies(
+    session: SessionDep, limit: Annotated[int, Query(ge=1, le=500)] = 100
+) -> StudyList:
+    """Newest first, with trial counts per state and the best value so far."""
+    return StudyList(items=service.list_studies(session, limit))
+
+
+@router.get("/{study_id}", response_model=StudyDetail)
+def get_study(study_id: StudyId, session: SessionDep) -> StudyDetail:
+    """Every trial (params, state, intermediate values, value) and the parameters'
+    importances."""
+    return service.detail(session, service.get(session, study_id))
+
+
+@router.get("/{study_id}/best", response_model=StudyBest)
+def get_best_trial(study_id: StudyId, session: SessionDep) -> StudyBest:
+    """The best complete trial and its resolved config (404 while none is complete)."""
+    return service.best(session, study_id)
+
+
+@router.post("/{study_id}/stop", response_model=StudyDetail)
+async def stop_study(
+    study_id: StudyId, sessionmaker: SessionMakerDep, jobs: JobsDep
+) -> StudyDetail:
+    """Suggest nothing more; waiting trials end at once, running ones go `stopping` until
+    their jobs have saved a final checkpoint. Ended trials are left alone."""
+
+    def work(session: Session) -> tuple[list[int], StudyDetail]:
+        stopping = service.stop(session, study_id)
+        return stopping, service.detail(session, service.get(session, study_id))
+
+    stopping, detail = await asyncio.to_thread(run_in_transaction, sessionmaker, work)
+    if jobs is not None:
+        for experiment_id in stopping:
+            await jobs.request_stop(experiment_id)
+        jobs.wake()
+    return detail
+
+
+@router.delete("/{study_id}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_study(study_id: StudyId, session: SessionDep, settings: SettingsDep) -> Response:
+    """Only once every trial has ended (409 otherwise): deletes the study, its trials and
+    their runs as deleting each run would (metrics, checkpoints, files)."""
+    run_ids = service.delete(session, study_id)
+    session.commit()
+    for experiment_id in run_ids:
+        remove_experiment_dir(settings.checkpoints_dir, experiment_id)
+        shutil.rmtree(experiment_job_dir(settings.data_dir, experiment_id), ignore_errors=True)
+        remove_evaluation_videos(settings, experiment_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
