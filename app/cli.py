@@ -21,12 +21,12 @@ import os
 import sys
 
 from app.client import DEFAULT_URL, APIError, RolloutClient, ServiceUnreachable
-from app.commands import catalog, evaluations, experiments, metrics, sweeps
+from app.commands import catalog, evaluations, experiments, metrics, studies, sweeps
 from app.service_cli import register as register_serve
 from trainer import cli as trainer_cli
 from trainer.inputs import CliError
 
-CLIENT_MODULES = (experiments, metrics, evaluations, sweeps, catalog)
+CLIENT_MODULES = (experiments, metrics, evaluations, sweeps, studies, catalog)
 LOCAL_COMMANDS = frozenset({"serve", "train", "evaluate"})
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer cut off by `| head`
 

@@ -32,6 +32,7 @@ from app.experiments.schemas import (
 from app.metrics.schemas import MetricNames, Series, SeriesResponse
 from app.presets.schemas import PresetList, ResolvedConfig
 from app.references.schemas import ReferenceCurves, ReferenceList
+from app.studies.schemas import StudyBest, StudyDetail, StudyList
 from app.sweeps.schemas import SweepDetail, SweepList, SweepMetrics
 from trainer.wire import API_PREFIX
 
@@ -446,6 +447,36 @@ class RolloutClient:
 
     def delete_sweep(self, sweep_id: int) -> None:
         self.request("DELETE", f"/sweeps/{sweep_id}")
+
+    # --- studies ---------------------------------------------------------------------------------
+
+    def create_study(self, study: Mapping[str, Any]) -> StudyDetail:
+        """Store a study (`name`, `config`, `space`, `n_trials`, `max_parallel`, `objective`,
+        `sampler`, `pruner`, `seed`); the service then suggests its first `max_parallel`
+        trials. A bad range, choice, config field or objective is an `APIError` 422 naming
+        it (nothing stored)."""
+        return self._model(StudyDetail, "POST", "/studies", json=dict(study))
+
+    def studies(self, limit: int = 100) -> StudyList:
+        """Newest first, with trial counts per state and the best value so far."""
+        return self._model(StudyList, "GET", "/studies", params={"limit": limit})
+
+    def study(self, study_id: int) -> StudyDetail:
+        """Every trial (params, state, intermediate values, value) and the importances."""
+        return self._model(StudyDetail, "GET", f"/studies/{study_id}")
+
+    def best_trial(self, study_id: int) -> StudyBest:
+        """The best complete trial and its resolved config; `APIError` 404 while none is
+        complete."""
+        return self._model(StudyBest, "GET", f"/studies/{study_id}/best")
+
+    def stop_study(self, study_id: int) -> StudyDetail:
+        """Suggest nothing more and stop the trials that still run."""
+        return self._model(StudyDetail, "POST", f"/studies/{study_id}/stop")
+
+    def delete_study(self, study_id: int) -> None:
+        """Once every trial has ended (409 otherwise): the study, its trials and their runs."""
+        self.request("DELETE", f"/studies/{study_id}")
 
 
 Finishable = TypeVar("Finishable", ExperimentDetail, EvaluationDetail)

@@ -49,7 +49,7 @@ def test_global_flags_go_before_or_after_the_command(rollout, capsys):
 
 def test_help_lists_every_command_and_parsing_loads_no_torch():
     helptext = cli.build_parser().format_help()
-    for command in ("serve", "submit", "logs", "resume", "sweep", "train", "evaluate"):
+    for command in ("serve", "submit", "logs", "resume", "sweep", "study", "train", "evaluate"):
         assert f"\n    {command} " in helptext, command
     code = (
         "import sys, app.cli; app.cli.build_parser().parse_args(['train', '--out', 'x']); "

@@ -29,6 +29,8 @@ from app.evaluations import service as evaluations
 from app.experiments import service as experiments
 from app.experiments.schemas import ExperimentDetail
 from app.jobs.ray_head import free_ports
+from app.studies import service as studies
+from app.studies.schemas import StudyBest, StudyDetail
 from tests.serve_process import rollout_serve
 from tests.service.conftest import SMALL_CONFIG
 from trainer.config import PPOConfig
@@ -274,6 +276,53 @@ def test_sweeps_typed(rollout: RolloutClient, job) -> None:
         rollout.delete_sweep(sweep.id)  # a member is still stopping
     assert info.value.status == 409
     assert rollout.sweep(sweep.id).status == "stopping"
+
+
+def test_studies_typed(rollout: RolloutClient, app: FastAPI, job) -> None:
+    body = {
+        "name": "st",
+        "config": SMALL_CONFIG,
+        "space": {"lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True}},
+        "n_trials": 3,
+        "max_parallel": 1,
+    }
+    study = rollout.create_study(body)
+    assert isinstance(study, StudyDetail)
+    assert study.status == "running" and study.trials == [] and study.interval_env_steps == 1000
+    assert [s.id for s in rollout.studies().items] == [study.id]
+    with pytest.raises(APIError) as info:
+        rollout.best_trial(study.id)  # no complete trial yet
+    assert info.value.status == 404 and "no complete trial" in info.value.message
+    with transaction(app.state.sessionmaker) as session:
+        studies.advance(session, study.id)
+    (trial,) = rollout.study(study.id).trials
+    assert trial.state == "running" and 1e-4 <= trial.params["lr"] <= 1e-2
+    run = trial.experiment_id
+    assert run is not None
+    job("POST", run, "/status", json={"status": "running"})
+    rows = [{"step": 5000, "time_s": 1.0, "values": {"episode_return_mean": 42.0}}]
+    job("POST", run, "/metrics", json={"rows": rows})
+    job("POST", run, "/status", json={"status": "succeeded"})
+    with transaction(app.state.sessionmaker) as session:
+        studies.advance(session, study.id)
+    best = rollout.best_trial(study.id)
+    assert isinstance(best, StudyBest)
+    assert best.trial.number == 0 and best.trial.value == 42.0
+    assert best.config["lr"] == pytest.approx(trial.params["lr"])
+    with pytest.raises(APIError) as info:
+        rollout.create_study({**body, "space": {"lr": {"type": "float", "low": 1, "high": 0}}})
+    assert info.value.status == 422 and info.value.field == "space.lr.low"
+    with pytest.raises(APIError) as info:
+        rollout.delete_study(study.id)  # trial 1 is waiting
+    assert info.value.status == 409
+    stopped = rollout.stop_study(study.id)
+    assert stopped.status == "stopping" and stopped.counts == {"complete": 1, "running": 1}
+    with transaction(app.state.sessionmaker) as session:
+        studies.advance(session, study.id)
+    rollout.delete_study(study.id)
+    with pytest.raises(APIError) as info:
+        rollout.study(study.id)
+    assert info.value.status == 404
 
 
 def test_unreachable_service_is_service_unreachable():
