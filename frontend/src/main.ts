@@ -5,6 +5,8 @@ import { mountCompare } from "./pages/compare";
 import { mountDetail } from "./pages/detail/page";
 import { mountList } from "./pages/list";
 import { mountNew } from "./pages/new";
+import { mountStudies } from "./pages/studies";
+import { mountStudy } from "./pages/study";
 import { mountSweep } from "./pages/sweep";
 import { mountSweeps } from "./pages/sweeps";
 import { apiToken, setApiToken } from "./api/client";
@@ -45,6 +47,12 @@ function render(): void {
       break;
     case "sweep":
       unmount = mountSweep(root, route.id as number);
+      break;
+    case "studies":
+      unmount = mountStudies(root, route.query);
+      break;
+    case "study":
+      unmount = mountStudy(root, route.id as number);
       break;
     default:
       document.title = "Not found · Rollout";

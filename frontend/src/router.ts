@@ -1,7 +1,7 @@
 /** Hash routes (#/experiments/7), so the server needs no fallback for client routes. */
 
 export interface Route {
-  name: "list" | "new" | "detail" | "compare" | "sweeps" | "sweep" | "notfound";
+  name: "list" | "new" | "detail" | "compare" | "sweeps" | "sweep" | "studies" | "study" | "notfound";
   id?: number;
   query: URLSearchParams;
 }
@@ -17,6 +17,10 @@ export function parseRoute(hash: string): Route {
   if (parts.length === 1 && parts[0] === "sweeps") return { name: "sweeps", query };
   if (parts.length === 2 && parts[0] === "sweeps" && /^\d+$/.test(parts[1])) {
     return { name: "sweep", id: Number(parts[1]), query };
+  }
+  if (parts.length === 1 && parts[0] === "studies") return { name: "studies", query };
+  if (parts.length === 2 && parts[0] === "studies" && /^\d+$/.test(parts[1])) {
+    return { name: "study", id: Number(parts[1]), query };
   }
   if (parts.length === 2 && parts[0] === "experiments" && /^\d+$/.test(parts[1])) {
     return { name: "detail", id: Number(parts[1]), query };

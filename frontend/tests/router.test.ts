@@ -15,5 +15,10 @@ describe("parseRoute", () => {
     const sw = parseRoute("#/sweeps/7");
     expect([sw.name, sw.id]).toEqual(["sweep", 7]);
     expect(parseRoute("#/sweeps/x").name).toBe("notfound");
+    expect(parseRoute("#/studies").name).toBe("studies");
+    const st = parseRoute("#/studies/3");
+    expect([st.name, st.id]).toEqual(["study", 3]);
+    expect(parseRoute("#/studies/3/x").name).toBe("notfound");
+    expect(parseRoute("#/new?study=3").query.get("study")).toBe("3");
   });
 });

@@ -17,6 +17,7 @@ import type {
   ResolvedConfig,
   StopCriteria,
 } from "./types";
+import type { Study, StudyBest, StudyCreate, StudyDetail } from "./studyTypes";
 import type { SweepCreate, SweepDetail, SweepMetrics, Sweep } from "./sweepTypes";
 
 export const API = "/api/v1";
@@ -143,6 +144,13 @@ export const api = {
     request<SweepMetrics>("GET", `/sweeps/${id}/metrics${query({ names: names.join(","), points })}`),
   stopSweep: (id: number) => request<SweepDetail>("POST", `/sweeps/${id}/stop`),
   deleteSweep: (id: number) => request<void>("DELETE", `/sweeps/${id}`),
+  studies: () => request<{ items: Study[] }>("GET", "/studies"),
+  createStudy: (body: StudyCreate) => request<StudyDetail>("POST", "/studies", body),
+  study: (id: number) => request<StudyDetail>("GET", `/studies/${id}`),
+  /** The best complete trial and its resolved config (404 while none is complete). */
+  studyBest: (id: number) => request<StudyBest>("GET", `/studies/${id}/best`),
+  stopStudy: (id: number) => request<StudyDetail>("POST", `/studies/${id}/stop`),
+  deleteStudy: (id: number) => request<void>("DELETE", `/studies/${id}`),
   references: (envId: string) => request<ReferenceList>("GET", `/references${query({ env_id: envId })}`),
 };
 

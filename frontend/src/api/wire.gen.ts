@@ -686,6 +686,99 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/studies": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Studies
+         * @description Newest first, with trial counts per state and the best value so far.
+         */
+        get: operations["list_studies_api_v1_studies_get"];
+        put?: never;
+        /**
+         * Create Study
+         * @description Store the study (a 422 names every bad range, choice, config field or objective, and
+         *     nothing is stored); the reconciler then suggests its first `max_parallel` trials, each an
+         *     experiment queued like any other.
+         */
+        post: operations["create_study_api_v1_studies_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/studies/{study_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Study
+         * @description Every trial (params, state, intermediate values, value) and the parameters'
+         *     importances.
+         */
+        get: operations["get_study_api_v1_studies__study_id__get"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete Study
+         * @description Only once every trial has ended (409 otherwise): deletes the study, its trials and
+         *     their runs as deleting each run would (metrics, checkpoints, files).
+         */
+        delete: operations["delete_study_api_v1_studies__study_id__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/studies/{study_id}/best": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Best Trial
+         * @description The best complete trial and its resolved config (404 while none is complete).
+         */
+        get: operations["get_best_trial_api_v1_studies__study_id__best_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/studies/{study_id}/stop": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Stop Study
+         * @description Suggest nothing more; waiting trials end at once, running ones go `stopping` until
+         *     their jobs have saved a final checkpoint. Ended trials are left alone.
+         */
+        post: operations["stop_study_api_v1_studies__study_id__stop_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/sweeps": {
         parameters: {
             query?: never;
@@ -792,6 +885,19 @@ export interface components {
             min: number[];
             /** X */
             x: number[];
+        };
+        /**
+         * Categorical
+         * @description One of `choices` (any JSON values: numbers, strings, lists such as hidden sizes).
+         */
+        Categorical: {
+            /** Choices */
+            choices: unknown[];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "categorical";
         };
         /** CheckpointMessage */
         CheckpointMessage: {
@@ -1393,6 +1499,28 @@ export interface components {
             /** N */
             n: number;
         };
+        /**
+         * FloatRange
+         * @description A float in [low, high], uniform or (log) log-uniform, optionally on a grid of `step`.
+         */
+        FloatRange: {
+            /** High */
+            high: number;
+            /**
+             * Log
+             * @default false
+             */
+            log: boolean;
+            /** Low */
+            low: number;
+            /** Step */
+            step?: number | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "float";
+        };
         /** GroupSeries */
         GroupSeries: {
             /** Ci High */
@@ -1442,6 +1570,31 @@ export interface components {
              * @description Metric rows (steps) received.
              */
             rows: number;
+        };
+        /**
+         * IntRange
+         * @description An integer in [low, high] (both included), every `step`-th, or log-uniform.
+         */
+        IntRange: {
+            /** High */
+            high: number;
+            /**
+             * Log
+             * @default false
+             */
+            log: boolean;
+            /** Low */
+            low: number;
+            /**
+             * Step
+             * @default 1
+             */
+            step: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "int";
         };
         /**
          * JobExperiment
@@ -1600,6 +1753,33 @@ export interface components {
                 [key: string]: number;
             };
         };
+        /** Objective */
+        Objective: {
+            /**
+             * Direction
+             * @default maximize
+             * @enum {string}
+             */
+            direction: "maximize" | "minimize";
+            /**
+             * K
+             * @default 5
+             */
+            k: number;
+            /**
+             * Metric
+             * @description A metric every trial logs.
+             * @default episode_return_mean
+             */
+            metric: string;
+            /**
+             * Reduce
+             * @description last_k: the mean of the metric's last `k` reports; final: its last one.
+             * @default last_k
+             * @enum {string}
+             */
+            reduce: "last_k" | "final";
+        };
         /** PresetList */
         PresetList: {
             /** Items */
@@ -1637,6 +1817,45 @@ export interface components {
             source: string;
             /** Title */
             title: string;
+        };
+        /** PrunerSpec */
+        PrunerSpec: {
+            /**
+             * Interval Env Steps
+             * @description Env steps between intermediate values; default a tenth of the budget.
+             */
+            interval_env_steps?: number | null;
+            /**
+             * Kind
+             * @description median: stop a trial below the median of finished trials at the same step; asha: asynchronous successive halving; none: every trial runs its budget.
+             * @default median
+             * @enum {string}
+             */
+            kind: "median" | "asha" | "none";
+            /**
+             * Min Intervals
+             * @description asha: the first rung.
+             * @default 1
+             */
+            min_intervals: number;
+            /**
+             * N Startup Trials
+             * @description median: finished trials before pruning.
+             * @default 3
+             */
+            n_startup_trials: number;
+            /**
+             * N Warmup Intervals
+             * @description median: intervals a trial runs before pruning.
+             * @default 2
+             */
+            n_warmup_intervals: number;
+            /**
+             * Reduction Factor
+             * @description asha: 1 in reduction_factor goes up a rung.
+             * @default 3
+             */
+            reduction_factor: number;
         };
         /** ReferenceCurves */
         ReferenceCurves: {
@@ -1773,6 +1992,22 @@ export interface components {
             /** Sources */
             sources: string[];
         };
+        /** SamplerSpec */
+        SamplerSpec: {
+            /**
+             * Kind
+             * @description tpe: Optuna's TPE (constant liar for parallel trials).
+             * @default tpe
+             * @enum {string}
+             */
+            kind: "tpe" | "random";
+            /**
+             * N Startup Trials
+             * @description TPE: random suggestions before modelling.
+             * @default 5
+             */
+            n_startup_trials: number;
+        };
         /** Series */
         Series: {
             /** Step */
@@ -1847,6 +2082,170 @@ export interface components {
              * @enum {string}
              */
             status: "running" | "succeeded" | "failed" | "stopped";
+        };
+        /** StudyBest */
+        StudyBest: {
+            /**
+             * Config
+             * @description The best trial's resolved config: fork it, or sweep it over seeds.
+             */
+            config: {
+                [key: string]: unknown;
+            };
+            /** Study Id */
+            study_id: number;
+            trial: components["schemas"]["TrialPublic"];
+        };
+        /** StudyCreate */
+        StudyCreate: {
+            /**
+             * Config
+             * @description The base PPOConfig (partial, resolved with its preset like an experiment's); it needs an env-step budget (stop.env_steps) unless the space has one.
+             */
+            config?: {
+                [key: string]: unknown;
+            };
+            /**
+             * Max Parallel
+             * @default 2
+             */
+            max_parallel: number;
+            /** N Trials */
+            n_trials: number;
+            /** Name */
+            name: string;
+            objective?: components["schemas"]["Objective"];
+            pruner?: components["schemas"]["PrunerSpec"];
+            sampler?: components["schemas"]["SamplerSpec"];
+            /**
+             * Seed
+             * @description Seeds the suggestions.
+             * @default 0
+             */
+            seed: number;
+            /**
+             * Space
+             * @description PPOConfig field (dotted for nested ones: 'model.hidden_sizes') -> range.
+             */
+            space: {
+                [key: string]: components["schemas"]["FloatRange"] | components["schemas"]["IntRange"] | components["schemas"]["Categorical"];
+            };
+        };
+        /** StudyDetail */
+        StudyDetail: {
+            /**
+             * Best Trial
+             * @description Number of the best complete trial.
+             */
+            best_trial: number | null;
+            /** Best Value */
+            best_value: number | null;
+            /** Config */
+            config: {
+                [key: string]: unknown;
+            };
+            /**
+             * Counts
+             * @description Trials per state.
+             */
+            counts: {
+                [key: string]: number;
+            };
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Id */
+            id: number;
+            /**
+             * Importances
+             * @description Each parameter's share of the objective's variance over complete trials (Optuna's PED-ANOVA); empty before there are enough.
+             */
+            importances: {
+                [key: string]: number;
+            };
+            /** Interval Env Steps */
+            interval_env_steps: number;
+            /** Max Parallel */
+            max_parallel: number;
+            /** N Trials */
+            n_trials: number;
+            /** Name */
+            name: string;
+            objective: components["schemas"]["Objective"];
+            pruner: components["schemas"]["PrunerSpec"];
+            sampler: components["schemas"]["SamplerSpec"];
+            /** Seed */
+            seed: number;
+            /** Space */
+            space: {
+                [key: string]: components["schemas"]["FloatRange"] | components["schemas"]["IntRange"] | components["schemas"]["Categorical"];
+            };
+            /**
+             * Status
+             * @description running (trials run or are still to come) | stopping (stopped, trials still ending) | stopped | succeeded (every trial ended)
+             * @enum {string}
+             */
+            status: "running" | "stopping" | "stopped" | "succeeded";
+            /** Trials */
+            trials: components["schemas"]["TrialPublic"][];
+        };
+        /** StudyList */
+        StudyList: {
+            /** Items */
+            items: components["schemas"]["StudyPublic"][];
+        };
+        /** StudyPublic */
+        StudyPublic: {
+            /**
+             * Best Trial
+             * @description Number of the best complete trial.
+             */
+            best_trial: number | null;
+            /** Best Value */
+            best_value: number | null;
+            /** Config */
+            config: {
+                [key: string]: unknown;
+            };
+            /**
+             * Counts
+             * @description Trials per state.
+             */
+            counts: {
+                [key: string]: number;
+            };
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Id */
+            id: number;
+            /** Interval Env Steps */
+            interval_env_steps: number;
+            /** Max Parallel */
+            max_parallel: number;
+            /** N Trials */
+            n_trials: number;
+            /** Name */
+            name: string;
+            objective: components["schemas"]["Objective"];
+            pruner: components["schemas"]["PrunerSpec"];
+            sampler: components["schemas"]["SamplerSpec"];
+            /** Seed */
+            seed: number;
+            /** Space */
+            space: {
+                [key: string]: components["schemas"]["FloatRange"] | components["schemas"]["IntRange"] | components["schemas"]["Categorical"];
+            };
+            /**
+             * Status
+             * @description running (trials run or are still to come) | stopping (stopped, trials still ending) | stopped | succeeded (every trial ended)
+             * @enum {string}
+             */
+            status: "running" | "stopping" | "stopped" | "succeeded";
         };
         /** SweepCreate */
         SweepCreate: {
@@ -2004,6 +2403,53 @@ export interface components {
             size: number;
             /** @description running (a member runs) | queued (members wait, none runs) | stopping | succeeded (all did) | stopped (all ended, some stopped) | failed (all ended, some failed, none stopped) */
             status: components["schemas"]["ExperimentStatus"];
+        };
+        /** TrialPublic */
+        TrialPublic: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Env Steps */
+            env_steps: number | null;
+            /** Experiment Id */
+            experiment_id: number | null;
+            /** @description Its experiment's status (null once that experiment was deleted). */
+            experiment_status: components["schemas"]["ExperimentStatus"] | null;
+            /** Finished At */
+            finished_at: string | null;
+            /**
+             * Intermediate
+             * @description Env steps -> objective there.
+             */
+            intermediate: {
+                [key: string]: number;
+            };
+            /**
+             * Latest
+             * @description The objective's latest intermediate value.
+             */
+            latest: number | null;
+            /** Note */
+            note: string | null;
+            /** Number */
+            number: number;
+            /** Params */
+            params: {
+                [key: string]: unknown;
+            };
+            /**
+             * State
+             * @description running | pruning (stop sent) | complete | pruned | failed | stopped
+             * @enum {string}
+             */
+            state: "running" | "pruning" | "complete" | "pruned" | "failed" | "stopped";
+            /**
+             * Value
+             * @description The objective of a complete trial.
+             */
+            value: number | null;
         };
         /** ValidationError */
         ValidationError: {
@@ -3317,6 +3763,196 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ReferenceList"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    list_studies_api_v1_studies_get: {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StudyList"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    create_study_api_v1_studies_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StudyCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StudyDetail"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_study_api_v1_studies__study_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Study id. */
+                study_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StudyDetail"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    delete_study_api_v1_studies__study_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Study id. */
+                study_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_best_trial_api_v1_studies__study_id__best_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Study id. */
+                study_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StudyBest"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    stop_study_api_v1_studies__study_id__stop_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Study id. */
+                study_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StudyDetail"];
                 };
             };
             /** @description Validation Error */

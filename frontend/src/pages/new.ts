@@ -29,6 +29,7 @@ import {
 } from "../form/fields";
 import { deletePath, suggestField } from "../form/unknownKeys";
 import { clear, el } from "../ui/dom";
+import { loadBestTrial } from "./bestTrial";
 
 function defaultName(envId: string): string {
   const d = new Date();
@@ -279,6 +280,17 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
         forkedFrom = src.id;
       })
       .catch((e) => showFormErrors([`Could not load experiment ${from}: ${(e as Error).message}`]));
+  }
+  // Fork a study's best trial: its config (GET /studies/{id}/best), its run as the parent.
+  const study = query.get("study");
+  if (study && /^\d+$/.test(study)) {
+    loadBestTrial(Number(study))
+      .then((src) => {
+        if (closed) return;
+        loaded(src.config, `${src.name}-fork`, src.tags, `Config of trial #${src.trial}, the best of study ${study}.`);
+        forkedFrom = src.experimentId;
+      })
+      .catch((e) => showFormErrors([`Could not load the best trial of study ${study}: ${(e as Error).message}`]));
   }
 
   function showFormErrors(messages: string[]): void {

@@ -8,28 +8,12 @@
 import { api, ApiError } from "../api/client";
 import type { SweepCreate } from "../api/sweepTypes";
 import { parseConfigText } from "../form/configFile";
+import { parseValues } from "../form/values";
 import { clear, el } from "../ui/dom";
 
-const DEFAULT_BASE = "env_id: CartPole-v1\nstop:\n  env_steps: 50000\n";
+export const DEFAULT_BASE = "env_id: CartPole-v1\nstop:\n  env_steps: 50000\n";
 
-/** "0.001, 0.0003" or a JSON list ("[[64, 64], [128, 128]]"): each value JSON, else text. */
-export function parseValues(text: string): unknown[] {
-  const t = text.trim();
-  if (!t) return [];
-  if (t.startsWith("[")) {
-    const list: unknown = JSON.parse(t);
-    if (!Array.isArray(list)) throw new Error("expected a list");
-    return list;
-  }
-  return t.split(",").map((part) => {
-    const p = part.trim();
-    try {
-      return JSON.parse(p);
-    } catch {
-      return p;
-    }
-  });
-}
+export { parseValues };
 
 /** "0, 1, 2" or "0-4" (inclusive) -> seeds. */
 export function parseSeeds(text: string): number[] {

@@ -4,6 +4,7 @@ import { api, ApiError } from "../api/client";
 import { fmtTime } from "../data/format";
 import { el } from "../ui/dom";
 import { statusBadge } from "../ui/status";
+import { loadBestTrial } from "./bestTrial";
 import { sweepForm } from "./sweepForm";
 
 export function mountSweeps(root: HTMLElement, query: URLSearchParams): () => void {
@@ -16,7 +17,7 @@ export function mountSweeps(root: HTMLElement, query: URLSearchParams): () => vo
     el(
       "section",
       { class: "panel" },
-      el("div", { class: "page-head" }, el("h1", {}, "Sweeps"), el("a", { href: "#/" }, "Experiments")),
+      el("div", { class: "page-head" }, el("h1", {}, "Sweeps"), el("div", { class: "toolbar" }, el("a", { href: "#/studies" }, "Studies (hyperparameter search)"), el("a", { href: "#/" }, "Experiments"))),
       el("p", { class: "muted" }, "A sweep runs one experiment per grid point and seed: create one here, with `rollout sweep submit sweep.yaml` or POST /api/v1/sweeps."),
       formBox,
       errorBox,
@@ -35,6 +36,18 @@ export function mountSweeps(root: HTMLElement, query: URLSearchParams): () => vo
     void api
       .get(from)
       .then((e) => closed || formBox.appendChild(sweepForm(e.config, e.name)))
+      .catch((e) => {
+        showError(e);
+        formBox.appendChild(sweepForm(null, null));
+      });
+  } else if (/^\d+$/.test(query.get("study") ?? "")) {
+    // ?study=ID: a seed sweep of that study's best trial (its config without its seed: 0, 1, 2).
+    void loadBestTrial(Number(query.get("study")))
+      .then((src) => {
+        if (closed) return;
+        const { seed: _seed, ...config } = src.config;
+        formBox.appendChild(sweepForm(config, src.name));
+      })
       .catch((e) => {
         showError(e);
         formBox.appendChild(sweepForm(null, null));

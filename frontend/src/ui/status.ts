@@ -46,15 +46,18 @@ function icon(status: Status): SVGSVGElement {
   return svg;
 }
 
-export function statusBadge(status: Status): HTMLSpanElement {
+/** `label` names the state when it is not the status itself (a study trial's "pruned" wears
+ * the `stopped` colour and icon). */
+export function statusBadge(status: Status, label: string = status): HTMLSpanElement {
   const span = el("span", { class: `badge st-${status}`, "data-status": status });
-  updateBadge(span, status);
+  updateBadge(span, status, label);
   return span;
 }
 
-export function updateBadge(span: HTMLElement, status: Status): void {
-  if (span.dataset.status === status && span.querySelector(".st-icon")) return;
+export function updateBadge(span: HTMLElement, status: Status, label: string = status): void {
+  if (span.dataset.status === status && span.dataset.label === label && span.querySelector(".st-icon")) return;
   span.className = `badge st-${status}`;
   span.dataset.status = status;
-  span.replaceChildren(icon(status), el("span", { class: "st-label" }, status));
+  span.dataset.label = label;
+  span.replaceChildren(icon(status), el("span", { class: "st-label" }, label));
 }
