@@ -1,6 +1,9 @@
 """Bring experiment states in line with Ray, every second or so (and at once when woken).
 
 One tick:
+0. every unfinished study advances (app/studies/driver.py): trials whose runs ended are
+   settled, running ones the pruner condemns are stopped, and new trials are created as
+   `pending` experiments, which this same tick queues;
 1. new experiments (`pending`) join the queue (`queued`);
 2. every experiment that owns a Ray job (`running`, `stopping`) is compared with its job: a job
    Ray reports ended while the experiment still runs means the job could not report itself
