@@ -21,7 +21,6 @@ import hashlib
 import logging
 import os
 import secrets
-import shutil
 import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from typing import ClassVar
 
 from starlette.requests import ClientDisconnect
 
+from app.core import layout
 from app.core.config import Settings
 from app.core.errors import InvalidInput, RolloutError
 from app.core.system import InsufficientStorage, free_bytes
@@ -116,7 +116,7 @@ def used_bytes(root: Path, *, exclude: Path | None = None) -> int:
 
 
 def experiment_dir(root: Path, experiment_id: int) -> Path:
-    return root / str(experiment_id)
+    return layout.experiment_checkpoints_dir(root, experiment_id)
 
 
 def new_archive_path(root: Path, experiment_id: int, iteration: int) -> Path:
@@ -188,7 +188,3 @@ def discard(paths: list[Path], directory: Path | None = None) -> None:
 def remove_files(paths: list[Path]) -> None:
     for path in paths:
         path.unlink(missing_ok=True)
-
-
-def remove_experiment_dir(root: Path, experiment_id: int) -> None:
-    shutil.rmtree(experiment_dir(root, experiment_id), ignore_errors=True)

@@ -42,6 +42,22 @@ def evaluation_job_dir(data_dir: Path, evaluation_id: int) -> Path:
     return (jobs_dir(data_dir) / "evaluations" / str(evaluation_id)).resolve()
 
 
+def experiment_checkpoints_dir(checkpoints_root: Path, experiment_id: int) -> Path:
+    return checkpoints_root / str(experiment_id)
+
+
+def experiment_file_dirs(
+    data_dir: Path, checkpoints_root: Path, experiment_id: int
+) -> tuple[Path, ...]:
+    """Every folder of one experiment's files on this machine: its checkpoint archives, its
+    job's local files and its evaluations' videos (deleting the experiment removes them)."""
+    return (
+        experiment_checkpoints_dir(checkpoints_root, experiment_id),
+        experiment_job_dir(data_dir, experiment_id),
+        experiment_videos_dir(data_dir, experiment_id),
+    )
+
+
 def experiment_videos_dir(data_dir: Path, experiment_id: int) -> Path:
     return data_dir / "evaluations" / str(experiment_id)
 

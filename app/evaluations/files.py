@@ -56,10 +56,3 @@ def remove_evaluation_files(settings: Settings, evaluation_id: int, video_path: 
     if video_path:
         (settings.data_dir / video_path).unlink(missing_ok=True)
     shutil.rmtree(layout.evaluation_job_dir(settings.data_dir, evaluation_id), ignore_errors=True)
-
-
-def remove_experiment_files(settings: Settings, experiment_id: int) -> None:
-    """Every video of the experiment's evaluations (called when the experiment is deleted)."""
-    shutil.rmtree(
-        layout.experiment_videos_dir(settings.data_dir, experiment_id), ignore_errors=True
-    )

@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response, status
 from sqlalchemy.orm import Session
 
-from app.checkpoints.storage import remove_experiment_dir
 from app.core.auth import JobTokenDep, require_api_token
 from app.core.config import Settings
 from app.core.db import SessionMaker, run_in_transaction
 from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
-from app.core.layout import experiment_job_dir
 from app.core.params import ExperimentId
 from app.core.system import require_disk_room
 from app.core.text import NoNulStr
-from app.evaluations.files import remove_experiment_files as remove_evaluation_videos
 from app.experiments import service
+from app.experiments.files import remove_experiment_files
 from app.experiments.lifecycle import ExperimentStatus
 from app.experiments.models import Experiment
 from app.experiments.progress import to_public
@@ -167,17 +164,10 @@ def update_experiment(
 def delete_experiment(
     experiment_id: ExperimentId, session: SessionDep, settings: SettingsDep
 ) -> Response:
-    """Finished experiments only: removes metrics, events, logs, checkpoint files and the
-    job's local files (its JSONL metrics copy and archives) on this machine.
-
-    The files go first, once the rows are deleted but before the commit: on a full disk (the
-    documented remedy) the commit itself needs the room they free (SQLite's write-ahead log).
-    A commit that fails anyway leaves a finished experiment without files; deleting it again
-    completes."""
+    """Finished experiments only: removes metrics, events, logs, evaluations and, before the
+    commit, the files (checkpoints, the job's local files, videos) on this machine."""
     service.delete_experiment(session, experiment_id)  # refuses (409) before anything goes
-    remove_experiment_dir(settings.checkpoints_dir, experiment_id)
-    shutil.rmtree(experiment_job_dir(settings.data_dir, experiment_id), ignore_errors=True)
-    remove_evaluation_videos(settings, experiment_id)  # the rows went with the experiment's
+    remove_experiment_files(settings, experiment_id)
     session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response, status
 from sqlalchemy.orm import Session
 
-from app.checkpoints.storage import remove_experiment_dir
 from app.core.auth import require_api_token
 from app.core.db import run_in_transaction
 from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
-from app.core.layout import experiment_job_dir
 from app.core.params import StudyId
-from app.evaluations.files import remove_experiment_files as remove_evaluation_videos
+from app.experiments.files import remove_experiment_files
 from app.studies import service
 from app.studies.schemas import StudyBest, StudyCreate, StudyDetail, StudyList
 
@@ -84,9 +81,7 @@ def delete_study(study_id: StudyId, session: SessionDep, settings: SettingsDep) 
     """Only once every trial has ended (409 otherwise): deletes the study, its trials and
     their runs as deleting each run would (metrics, checkpoints, files)."""
     run_ids = service.delete(session, study_id)
-    session.commit()
     for experiment_id in run_ids:
-        remove_experiment_dir(settings.checkpoints_dir, experiment_id)
-        shutil.rmtree(experiment_job_dir(settings.data_dir, experiment_id), ignore_errors=True)
-        remove_evaluation_videos(settings, experiment_id)
+        remove_experiment_files(settings, experiment_id)  # before the commit, as for one
+    session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)

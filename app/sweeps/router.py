@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response, status
 from sqlalchemy.orm import Session
 
-from app.checkpoints.storage import remove_experiment_dir
 from app.core.auth import require_api_token
 from app.core.db import run_in_transaction
 from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
-from app.core.layout import experiment_job_dir
 from app.core.params import SweepId
-from app.evaluations.files import remove_experiment_files as remove_evaluation_videos
+from app.experiments.files import remove_experiment_files
 from app.sweeps import service
 from app.sweeps.metrics import DEFAULT_POINTS, MAX_POINTS
 from app.sweeps.schemas import SweepCreate, SweepDetail, SweepList, SweepMetrics
@@ -74,11 +71,9 @@ def delete_sweep(sweep_id: SweepId, session: SessionDep, settings: SettingsDep) 
     """Only once every member has ended (409 otherwise): deletes the sweep and its members as
     deleting each experiment would (metrics, checkpoints, files)."""
     member_ids = service.delete(session, sweep_id)
-    session.commit()
     for experiment_id in member_ids:
-        remove_experiment_dir(settings.checkpoints_dir, experiment_id)
-        shutil.rmtree(experiment_job_dir(settings.data_dir, experiment_id), ignore_errors=True)
-        remove_evaluation_videos(settings, experiment_id)
+        remove_experiment_files(settings, experiment_id)  # before the commit, as for one
+    session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
