@@ -23,9 +23,12 @@ import binascii
 import hashlib
 import hmac
 import secrets
-from typing import Annotated, Any, Protocol
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Generic, Protocol, TypeVar
 
 from fastapi import Depends, Request, WebSocket
+from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.errors import Forbidden, InvalidInput, Unauthorized
@@ -89,6 +92,57 @@ def redeem_claim(row: HoldsJobToken, claim: str) -> str | None:
     row.job_claim_hash = None
     row.job_token_hash = hash_token(token)
     return token
+
+
+Row = TypeVar("Row", bound=RunsAJob)
+
+
+@dataclass(frozen=True)
+class JobTokens(Generic[Row]):
+    """The job-token services of one kind of row (experiments, evaluations): both kinds issue,
+    claim, redeem and authorize alike; each states only what differs."""
+
+    what: str  # "experiment": in messages
+    load: Callable[..., Row]  # (session, id, *, lock) -> the row, or NotFound
+    live: Callable[[Row], bool]  # its job may redeem its claim (the run has not ended)
+
+    def issue(self, session: Session, row_id: int) -> str:
+        """A fresh token for the row's job; replaces any earlier one. Only its hash is kept."""
+        row = self.load(session, row_id, lock=True)
+        token = new_token()
+        row.job_token_hash = hash_token(token)
+        return token
+
+    def claim(self, session: Session, row_id: int) -> str:
+        """The one-time claim the launcher hands to the row's next job."""
+        return issue_claim(self.load(session, row_id, lock=True))
+
+    def redeem(self, session: Session, row_id: int, claim: str) -> str:
+        """The job token for the launched job's claim; Forbidden once spent, replaced by a
+        later launch, or the run ended."""
+        row = self.load(session, row_id, lock=True)
+        token = redeem_claim(row, claim) if self.live(row) else None
+        if token is None:
+            raise Forbidden(
+                f"this claim is not valid for {self.what} {row_id}: already redeemed, "
+                f"replaced by a later launch, or the {self.what} is not running"
+            )
+        return token
+
+    def authorize(
+        self,
+        session: Session,
+        row_id: int,
+        token: str,
+        *,
+        finished_ok: bool = False,
+        lock: bool = False,
+    ) -> Row:
+        """The row, if `token` is its job token and its run has not ended; Forbidden otherwise
+        (other jobs' tokens included; `check_job_token`). Writers pass `lock`."""
+        row = self.load(session, row_id, lock=lock)
+        check_job_token(row, token, f"{self.what} {row_id}", finished_ok=finished_ok)
+        return row
 
 
 def bearer(authorization: str | None) -> str | None:

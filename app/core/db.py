@@ -15,13 +15,23 @@ ingest; writers keep `BEGIN IMMEDIATE` and serialise among themselves.
 from __future__ import annotations
 
 import datetime as dt
+import enum as enum_module
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import Connection, DateTime, Engine, MetaData, create_engine, event, select
+from sqlalchemy import (
+    Connection,
+    DateTime,
+    Engine,
+    Enum,
+    MetaData,
+    create_engine,
+    event,
+    select,
+)
 from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 from sqlalchemy.sql.base import ExecutableOption
@@ -49,6 +59,47 @@ MIGRATION_LOCK_KEY = 0x526F6C6C  # "Roll"
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def status_type(enum: type[enum_module.Enum]) -> Enum:
+    """A status column's type: the enum's values as short strings, no database enum or CHECK
+    (a new status is then a code change, not a migration)."""
+    return Enum(
+        enum,
+        native_enum=False,
+        create_constraint=False,
+        length=16,
+        values_callable=lambda e: [m.value for m in e],
+    )
+
+
+class RunRow(Protocol):
+    """A row whose status moves through a run's lifecycle (an experiment, an evaluation)."""
+
+    status: Any
+    updated_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    error: str | None
+    log_tail: str | None
+
+
+def stamp_transition(
+    row: RunRow, target: Any, *, error: str | None = None, log_tail: str | None = None
+) -> None:
+    """Set the row's new status with the times and failure details that go with it: started
+    on first running, finished on a terminal status; an error or log tail only when given."""
+    now = utcnow()
+    row.status = target
+    row.updated_at = now
+    if target.value == "running" and row.started_at is None:
+        row.started_at = now
+    if target.is_finished:
+        row.finished_at = now
+    if error is not None:
+        row.error = error
+    if log_tail is not None:
+        row.log_tail = log_tail
 
 
 class UTCDateTime(TypeDecorator[dt.datetime]):

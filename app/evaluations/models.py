@@ -14,7 +14,6 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Double,
-    Enum,
     ForeignKey,
     Integer,
     String,
@@ -23,7 +22,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.core.db import Base, UTCDateTime, utcnow
+from app.core.db import Base, UTCDateTime, status_type, utcnow
 from app.evaluations.lifecycle import ALLOWED, EvaluationStatus
 from app.experiments.models import NEVER_REUSE_IDS
 
@@ -49,16 +48,7 @@ class Evaluation(Base):
     record_video: Mapped[bool] = mapped_column(Boolean)
     # Created by the experiment's `evaluation_every` (app/evaluations/schedule.py), not a user.
     scheduled: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
-    status: Mapped[EvaluationStatus] = mapped_column(
-        Enum(
-            EvaluationStatus,
-            native_enum=False,
-            create_constraint=False,
-            length=16,
-            values_callable=lambda e: [m.value for m in e],
-        ),
-        index=True,
-    )
+    status: Mapped[EvaluationStatus] = mapped_column(status_type(EvaluationStatus), index=True)
     reason: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)

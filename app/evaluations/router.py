@@ -16,6 +16,7 @@ from app.core.auth import JobTokenDep, require_api_token
 from app.core.db import SessionMaker, run_in_transaction
 from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
 from app.core.errors import NotFound
+from app.core.job_routes import add_claim_route
 from app.core.params import EvaluationId, ExperimentId, streamed_body
 from app.evaluations import files, service
 from app.evaluations.scheduling import scheduler_of
@@ -29,7 +30,6 @@ from trainer.wire import (
     EpisodeResults,
     EvaluationSpec,
     EvaluationStatusReport,
-    JobTokenGrant,
     VideoMeta,
 )
 
@@ -120,14 +120,7 @@ async def delete_evaluation(
 # --- job side ------------------------------------------------------------------------------------
 
 
-@job_router.post("/{evaluation_id}/token", response_model=JobTokenGrant)
-def job_redeem_claim(
-    evaluation_id: EvaluationId, claim: JobTokenDep, session: SessionDep
-) -> JobTokenGrant:
-    """Exchange the scheduler's one-time claim (the bearer) for the job token."""
-    token = service.redeem_job_claim(session, evaluation_id, claim)
-    session.commit()
-    return JobTokenGrant(token=token)
+add_claim_route(job_router, service.JOB_TOKENS, "evaluation_id", "scheduler")
 
 
 @job_router.get("/{evaluation_id}", response_model=EvaluationSpec)

@@ -17,15 +17,9 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.checkpoints import service as checkpoints
-from app.core.auth import (
-    check_job_token,
-    hash_token,
-    issue_claim,
-    new_token,
-    redeem_claim,
-)
-from app.core.db import get_row, publish_after_commit, utcnow
-from app.core.errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotFound
+from app.core.auth import JobTokens
+from app.core.db import get_row, publish_after_commit, stamp_transition, utcnow
+from app.core.errors import Conflict, IllegalTransition, InvalidInput, NotFound
 from app.evaluations.models import ALLOWED, Evaluation, EvaluationEpisode, EvaluationStatus
 from app.evaluations.schemas import (
     EvaluationCreate,
@@ -147,18 +141,8 @@ def transition(
         raise IllegalTransition(
             f"evaluation {evaluation_id} cannot go from {evaluation.status.value} to {target.value}"
         )
-    now = utcnow()
-    evaluation.status = target
     evaluation.reason = reason
-    evaluation.updated_at = now
-    if target == E.running and evaluation.started_at is None:
-        evaluation.started_at = now
-    if target.is_finished:
-        evaluation.finished_at = now
-    if error is not None:
-        evaluation.error = error
-    if log_tail is not None:
-        evaluation.log_tail = log_tail
+    stamp_transition(evaluation, target, error=error, log_tail=log_tail)
     announce(session, evaluation)
     return evaluation
 
@@ -179,45 +163,11 @@ def announce(session: Session, evaluation: Evaluation, *, deleted: bool = False)
 # --- job tokens (one place, so the delivery mechanism can change without touching callers) ----
 
 
-def issue_job_token(session: Session, evaluation_id: int) -> str:
-    """A fresh token for the evaluation's job; only its hash is kept."""
-    evaluation = get(session, evaluation_id, lock=True)
-    token = new_token()
-    evaluation.job_token_hash = hash_token(token)
-    return token
-
-
-def issue_job_claim(session: Session, evaluation_id: int) -> str:
-    """The one-time claim the scheduler hands to the evaluation's job."""
-    return issue_claim(get(session, evaluation_id, lock=True))
-
-
-def redeem_job_claim(session: Session, evaluation_id: int, claim: str) -> str:
-    """The job token for the launched job's claim; Forbidden once spent or the run ended."""
-    evaluation = get(session, evaluation_id, lock=True)
-    running = evaluation.status == EvaluationStatus.running
-    token = redeem_claim(evaluation, claim) if running else None
-    if token is None:
-        raise Forbidden(
-            f"this claim is not valid for evaluation {evaluation_id}: already redeemed, "
-            "or the evaluation is not running"
-        )
-    return token
-
-
-def authorize_job(
-    session: Session,
-    evaluation_id: int,
-    token: str,
-    *,
-    finished_ok: bool = False,
-    lock: bool = False,
-) -> Evaluation:
-    """The evaluation, if `token` is its job token and it has not ended; Forbidden otherwise
-    (app/core/auth.check_job_token). Writers pass `lock`, as the experiment's do."""
-    evaluation = get(session, evaluation_id, lock=lock)
-    check_job_token(evaluation, token, f"evaluation {evaluation_id}", finished_ok=finished_ok)
-    return evaluation
+JOB_TOKENS = JobTokens("evaluation", get, lambda e: e.status == EvaluationStatus.running)
+issue_job_token = JOB_TOKENS.issue
+issue_job_claim = JOB_TOKENS.claim
+redeem_job_claim = JOB_TOKENS.redeem
+authorize_job = JOB_TOKENS.authorize
 
 
 def report_status(

@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Double, Enum, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, Double, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from app.core.db import Base, UTCDateTime, utcnow
+from app.core.db import Base, UTCDateTime, status_type, utcnow
 from app.experiments.lifecycle import ExperimentStatus
 
 # SQLite reuses the highest rowid after a delete unless the table is AUTOINCREMENT; ids that are
@@ -23,16 +23,7 @@ class Experiment(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(200))
     config: Mapped[dict[str, Any]] = mapped_column(JSON)
-    status: Mapped[ExperimentStatus] = mapped_column(
-        Enum(
-            ExperimentStatus,
-            native_enum=False,
-            create_constraint=False,
-            length=16,
-            values_callable=lambda e: [m.value for m in e],
-        ),
-        index=True,
-    )
+    status: Mapped[ExperimentStatus] = mapped_column(status_type(ExperimentStatus), index=True)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)

@@ -13,6 +13,7 @@ from app.core.auth import JobTokenDep, require_api_token
 from app.core.config import Settings
 from app.core.db import SessionMaker, run_in_transaction
 from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
+from app.core.job_routes import add_claim_route
 from app.core.params import ExperimentId
 from app.core.system import require_disk_room
 from app.core.text import NoNulStr
@@ -36,7 +37,7 @@ from app.experiments.schemas import (
 )
 from app.experiments.service import JobsControl
 from app.jobs.salvage import salvage_job_dir
-from trainer.wire import JobTokenGrant, LogLines, StatusReport
+from trainer.wire import LogLines, StatusReport
 
 router = APIRouter(
     prefix="/experiments", tags=["experiments"], dependencies=[Depends(require_api_token)]
@@ -217,14 +218,7 @@ def get_logs(
 # --- job side ------------------------------------------------------------------------------------
 
 
-@job_router.post("/{experiment_id}/token", response_model=JobTokenGrant)
-def job_redeem_claim(
-    experiment_id: ExperimentId, claim: JobTokenDep, session: SessionDep
-) -> JobTokenGrant:
-    """Exchange the launcher's one-time claim (the bearer) for the job token."""
-    token = service.redeem_job_claim(session, experiment_id, claim)
-    session.commit()
-    return JobTokenGrant(token=token)
+add_claim_route(job_router, service.JOB_TOKENS, "experiment_id", "launcher")
 
 
 @job_router.get("/{experiment_id}", response_model=JobExperiment)

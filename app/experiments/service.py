@@ -18,15 +18,9 @@ from typing import Any, Protocol
 from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session, lazyload
 
-from app.core.auth import (
-    check_job_token,
-    hash_token,
-    issue_claim,
-    new_token,
-    redeem_claim,
-)
-from app.core.db import get_row, publish_after_commit, utcnow
-from app.core.errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotFound
+from app.core.auth import JobTokens
+from app.core.db import get_row, publish_after_commit, stamp_transition, utcnow
+from app.core.errors import Conflict, IllegalTransition, InvalidInput, NotFound
 from app.core.params import MAX_ID
 from app.experiments.lifecycle import ExperimentStatus, can_transition
 from app.experiments.models import Experiment, ExperimentEvent, ExperimentTag, LogLine
@@ -246,17 +240,7 @@ def transition(
             f"experiment {experiment_id} cannot go from {exp.status.value} to {target.value}"
         )
     previous = exp.status
-    now = utcnow()
-    exp.status = target
-    exp.updated_at = now
-    if target == S.running and exp.started_at is None:
-        exp.started_at = now
-    if target.is_finished:
-        exp.finished_at = now
-    if error is not None:
-        exp.error = error
-    if log_tail is not None:
-        exp.log_tail = log_tail
+    stamp_transition(exp, target, error=error, log_tail=log_tail)
     _record(session, exp, previous, target, reason)
     return exp
 
@@ -338,45 +322,15 @@ def request_stop(session: Session, experiment_id: int, reason: str | None = None
 # --- job tokens ---------------------------------------------------------------------------------
 
 
-def issue_job_token(session: Session, experiment_id: int) -> str:
-    """A fresh token for the experiment's job; replaces any earlier one. Only its hash is kept."""
-    exp = get(session, experiment_id, lock=True)
-    token = new_token()
-    exp.job_token_hash = hash_token(token)
-    return token
+def _job_row(session: Session, experiment_id: int, *, lock: bool = False) -> Experiment:
+    return get(session, experiment_id, lock=lock, tags=False)
 
 
-def issue_job_claim(session: Session, experiment_id: int) -> str:
-    """The one-time claim the launcher hands to the experiment's next job."""
-    return issue_claim(get(session, experiment_id, lock=True))
-
-
-def redeem_job_claim(session: Session, experiment_id: int, claim: str) -> str:
-    """The job token for the launched job's claim; Forbidden once spent or the run ended."""
-    exp = get(session, experiment_id, lock=True)
-    token = redeem_claim(exp, claim) if exp.status in (S.running, S.stopping) else None
-    if token is None:
-        raise Forbidden(
-            f"this claim is not valid for experiment {experiment_id}: already redeemed, "
-            "replaced by a later launch, or the experiment is not running"
-        )
-    return token
-
-
-def authorize_job(
-    session: Session,
-    experiment_id: int,
-    token: str,
-    *,
-    finished_ok: bool = False,
-    lock: bool = False,
-) -> Experiment:
-    """The experiment, if `token` is its job token and its run has not ended; Forbidden
-    otherwise (other jobs' tokens included; app/core/auth.check_job_token). A resume is a new
-    experiment with a new token. Writers pass `lock`."""
-    exp = get(session, experiment_id, lock=lock, tags=False)
-    check_job_token(exp, token, f"experiment {experiment_id}", finished_ok=finished_ok)
-    return exp
+JOB_TOKENS = JobTokens("experiment", _job_row, lambda e: e.status in (S.running, S.stopping))
+issue_job_token = JOB_TOKENS.issue
+issue_job_claim = JOB_TOKENS.claim
+redeem_job_claim = JOB_TOKENS.redeem
+authorize_job = JOB_TOKENS.authorize
 
 
 # --- logs ---------------------------------------------------------------------------------------

@@ -106,13 +106,8 @@ export interface paths {
         post?: never;
         /**
          * Delete Experiment
-         * @description Finished experiments only: removes metrics, events, logs, checkpoint files and the
-         *     job's local files (its JSONL metrics copy and archives) on this machine.
-         *
-         *     The files go first, once the rows are deleted but before the commit: on a full disk (the
-         *     documented remedy) the commit itself needs the room they free (SQLite's write-ahead log).
-         *     A commit that fails anyway leaves a finished experiment without files; deleting it again
-         *     completes.
+         * @description Finished experiments only: removes metrics, events, logs, evaluations and, before the
+         *     commit, the files (checkpoints, the job's local files, videos) on this machine.
          */
         delete: operations["delete_experiment_api_v1_experiments__experiment_id__delete"];
         options?: never;
