@@ -1,7 +1,7 @@
 """End to end on the real local Ray cluster: a study of tiny CartPole trials goes through the
 service's queue (suggested by the reconciler, run as Ray jobs, followed through the metrics
 they report), one trial is pruned by the median rule and stopped with a final checkpoint, the
-study ends `succeeded`, and its best trial forked into a normal run trains to its budget."""
+study ends `succeeded`, and its best trial forked into a normal run trains (a short budget)."""
 
 from __future__ import annotations
 
@@ -43,8 +43,8 @@ def service(ray_head: LocalRayHead, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def test_a_study_suggests_prunes_finishes_and_its_best_trial_forks(service: LiveService) -> None:
-    # The random sampler seeded 5 suggests lr 3e-3, then 1e-7, then 3e-3 (tests pin the
-    # suggestions' determinism elsewhere). Minimising the policy's entropy: a trial that can
+    # The random sampler seeded 5 suggests lr 3e-3, then 1e-7 (tests pin the suggestions'
+    # determinism elsewhere). Minimising the policy's entropy: a trial that can
     # hardly move its weights (1e-7) keeps the initial entropy, above trial 0's at every
     # interval, so the median rule prunes it as soon as it reports.
     response = service.http.post(
@@ -53,7 +53,7 @@ def test_a_study_suggests_prunes_finishes_and_its_best_trial_forks(service: Live
             "name": "e2e study",
             "config": TINY,
             "space": {"lr": {"type": "categorical", "choices": [3e-3, 1e-7]}},
-            "n_trials": 3,
+            "n_trials": 2,
             "max_parallel": 1,
             "seed": 5,
             "objective": {"metric": "entropy", "direction": "minimize", "k": 2},
@@ -76,8 +76,8 @@ def test_a_study_suggests_prunes_finishes_and_its_best_trial_forks(service: Live
 
     wait_for(ended, 300, "the study to finish", lambda: state.get("trials"))
     trials = state["trials"]
-    assert [t["params"]["lr"] for t in trials] == [3e-3, 1e-7, 3e-3]
-    first, pruned, third = trials
+    assert [t["params"]["lr"] for t in trials] == [3e-3, 1e-7]
+    first, pruned = trials
     assert first["state"] == "complete" and first["experiment_status"] == "succeeded"
     assert first["value"] is not None and first["value"] < 0.69
     assert set(first["intermediate"]) == {str(1024 * i) for i in range(1, 17)}
@@ -88,8 +88,7 @@ def test_a_study_suggests_prunes_finishes_and_its_best_trial_forks(service: Live
     assert any(e["reason"].startswith(f"pruned by study {study_id}") for e in events)
     checkpoints = service.http.get(f"/experiments/{pruned['experiment_id']}/checkpoints").json()
     assert checkpoints, "a pruned trial keeps a final checkpoint"
-    assert third["state"] in ("complete", "pruned")
-    assert state["counts"].get("pruned", 0) >= 1 and state["best_trial"] in (0, 2)
+    assert state["counts"] == {"complete": 1, "pruned": 1} and state["best_trial"] == 0
 
     best = service.http.get(f"/studies/{study_id}/best").json()
     assert best["trial"]["number"] == state["best_trial"]
@@ -97,7 +96,7 @@ def test_a_study_suggests_prunes_finishes_and_its_best_trial_forks(service: Live
         "/experiments",
         json={
             "name": "best of e2e study",
-            "config": best["config"],
+            "config": {**best["config"], "stop": {"env_steps": 2048}},
             "parent_id": best["trial"]["experiment_id"],
         },
     )
