@@ -153,7 +153,7 @@ class ExperimentRun:
             algo = self._build(config, spec)
             outcome = run_loop(
                 algo,
-                sinks=[ReporterSink(self.reporter, self.t0)],
+                sinks=[ReporterSink(self.reporter)],
                 checkpoints=ArchiveCheckpoints(self.env.job_dir, self.reporter),
                 checkpoint_every=config.checkpoint_every,
                 stop_requested=lambda: self.stop_flag.is_set,

@@ -26,11 +26,12 @@ import json
 import logging
 import math
 import shutil
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Protocol
+
+from trainer.wire import finite_values
 
 if TYPE_CHECKING:
     from trainer.algorithm import PPO, IterationResult
@@ -119,19 +120,15 @@ def _checkpoint(
 
 
 # --- sinks -----------------------------------------------------------------------------------
-def finite(metrics: dict[str, float]) -> dict[str, float | None]:
-    """JSON has no NaN: undefined values (no finished episode yet) become null."""
-    return {k: (v if math.isfinite(v) else None) for k, v in metrics.items()}
-
-
 class JsonlSink:
-    """Appends each iteration's flat metrics as one JSON line (NaN -> null), flushed."""
+    """Appends each iteration's flat metrics as one JSON line, flushed; values not measured yet
+    (NaN) are left out (trainer/wire.py `finite_values`)."""
 
     def __init__(self, file: IO[str]) -> None:
         self.file = file
 
     def on_iteration(self, result: IterationResult, stop_reason: str | None) -> None:
-        self.file.write(json.dumps(finite(result.metrics)) + "\n")
+        self.file.write(json.dumps(finite_values(result.metrics)) + "\n")
         self.file.flush()
 
     def on_checkpoint(self, path: Path, result: IterationResult, *, final: bool) -> None:
@@ -153,15 +150,15 @@ class ConsoleSink:
 
 class ReporterSink:
     """The service job's sink: a metric row and a progress log line per iteration, a log line
-    per checkpoint. `t0` is the job's start (time.monotonic()): a row's time_s counts from it."""
+    per checkpoint. A row's time_s is the iteration's own (`PPO`'s clock, which the job starts
+    at its own start)."""
 
-    def __init__(self, reporter: Reporter, t0: float) -> None:
+    def __init__(self, reporter: Reporter) -> None:
         self.reporter = reporter
-        self.t0 = t0
         self.best_return = -math.inf
 
     def on_iteration(self, result: IterationResult, stop_reason: str | None) -> None:
-        self.reporter.add_metrics(result.env_steps, time.monotonic() - self.t0, result.metrics)
+        self.reporter.add_metrics(result.env_steps, result.time_s, result.metrics)
         if math.isfinite(result.episode_return_mean):
             self.best_return = max(self.best_return, result.episode_return_mean)
         self.reporter.add_log(progress_line(result.metrics, self.best_return))

@@ -24,7 +24,6 @@ from __future__ import annotations
 import errno
 import json
 import logging
-import math
 import os
 import threading
 import time
@@ -51,6 +50,7 @@ from trainer.wire import (
     MetricsRow,
     StatusReport,
     checkpoint_meta_path,
+    finite_values,
 )
 
 __all__ = ["Backoff", "PermanentError", "Reporter", "ReporterStats", "Undelivered"]
@@ -170,7 +170,8 @@ class Reporter:
     # --- producer side (the training loop) --------------------------------------------------
     def add_metrics(self, step: int, time_s: float, values: dict[str, float]) -> None:
         """Append one iteration's metrics to the local JSONL log and wake the sender."""
-        finite = {k: float(v) for k, v in values.items() if _is_finite_number(v)}
+        finite = finite_values(values)
+        finite.pop("time_s", None)  # the row's own field carries the clock
         row = MetricsRow(step=step, time_s=max(0.0, time_s), values=finite)
         line = (row.model_dump_json() + "\n").encode()
         with self._cond:
@@ -477,10 +478,3 @@ def _first_lines_within(lines: deque[str], max_bytes: int) -> list[str]:
             break
         batch.append(line)
     return batch
-
-
-def _is_finite_number(value: Any) -> bool:
-    try:
-        return math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False

@@ -8,6 +8,7 @@ target status, checkpoints by iteration.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -61,16 +62,36 @@ class JobTokenGrant(_Wire):
     token: str
 
 
+def finite_values(values: dict[str, float]) -> dict[str, float]:
+    """The one rule for values that are not finite numbers (a return mean before the first
+    episode ends, a KL that overflowed): they are "not measured", never a point. Every sink
+    leaves them out (the service's rows, `rollout train`'s metrics.jsonl, the console's `-`),
+    and the service refuses a row that holds one (`MetricsRow`: a 422 naming it)."""
+    out = {}
+    for name, value in values.items():
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(number):
+            out[name] = number
+    return out
+
+
 class MetricsRow(_Wire):
     """All metrics of one training iteration, keyed by lifetime env steps."""
 
     step: int = Field(
         ge=0, le=MAX_INT64, description="Lifetime env steps at the end of the iteration."
     )
-    time_s: float = Field(ge=0, description="Seconds since the run started.")
-    # allow_inf_nan here: the service names every non-finite value in its 422.
-    values: dict[Text, Annotated[float, AllowInfNan(True)]] = Field(
-        description="Metric name -> value (finite floats only)."
+    time_s: float = Field(
+        ge=0,
+        allow_inf_nan=False,
+        description="Seconds since the run started: the row's one clock, stored as the "
+        "`time_s` series.",
+    )
+    values: dict[Text, Annotated[float, AllowInfNan(False)]] = Field(
+        description="Metric name -> value: finite floats only (`finite_values`)."
     )
 
 

@@ -259,7 +259,7 @@ def test_checker_reports_missing_paths_and_names():
 | `trainer/config.py`, `presets.py`, `no_such_module.py` | `PPOConfig`, `list[int]`, `metrics.jsonl`
 
 `trainer/loop.py` `ReporterSink.on_iteration` calls `trainer/reporter.py`
-`Reporter.add_metrics(step)` then `Reporter.no_such_method`; `trainer/loop.py` `finite`,
+`Reporter.add_metrics(step)` then `Reporter.no_such_method`; `trainer/loop.py` `JsonlSink`,
 `no_such_function` and `trainer/nope*.py`.
 
 Also `frontend/src/data/series.ts` `BoundedSeries.append`, `NoSuchSeries`, `app/live/nowhere/`,

@@ -60,7 +60,7 @@ def test_non_finite_values_are_rejected_by_field(client, create_experiment, job_
     )
     assert response.status_code == 422
     fields = response.json()["error"]["fields"]
-    assert fields == [{"field": "rows.0.values.kl", "message": "not a finite value"}]
+    assert fields == [{"field": "rows.0.values.kl", "message": "Input should be a finite number"}]
     # An over-long name is named as such (not as a bad value); nothing of the batch is stored.
     long_name = "m" * 129
     rows = [{"step": 2, "time_s": 0, "values": {"kl": 0.1, long_name: 1.0}}]
@@ -75,6 +75,15 @@ def test_non_finite_values_are_rejected_by_field(client, create_experiment, job_
     assert field["field"] == f"rows.0.values.{'m' * 128}"
     stored = client.get(f"/api/v1/experiments/{exp['id']}/metrics").json()["series"]
     assert stored == {}
+
+
+def test_a_row_has_one_clock_its_time_s_field(client, create_experiment, job_token):
+    """A `time_s` among the values (an older job sent the clock twice) gives way to the row's."""
+    exp = create_experiment()
+    rows = [{"step": 3, "time_s": 1.5, "values": {"kl": 0.1, "time_s": 9.0}}]
+    assert _ingest(client, exp["id"], job_token(exp["id"]), rows).status_code == 200
+    got = client.get(f"/api/v1/experiments/{exp['id']}/metrics").json()["series"]
+    assert got["time_s"]["value"] == [1.5]
 
 
 def test_query_by_names_and_step_range(client, create_experiment, job_token):

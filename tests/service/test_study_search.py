@@ -42,9 +42,7 @@ def _trial(number: int, lr: float, state: str, value: float | None = None) -> St
 
 
 def _finished() -> list[StudyTrial]:
-    return [
-        _trial(n, lr, "complete", -((math.log10(lr) + 3) ** 2)) for n, lr in enumerate(HISTORY)
-    ]
+    return [_trial(n, lr, "complete", -((math.log10(lr) + 3) ** 2)) for n, lr in enumerate(HISTORY)]
 
 
 def _spread(picks: list[dict[str, Any]]) -> float:
