@@ -1737,12 +1737,12 @@ export interface components {
             step: number;
             /**
              * Time S
-             * @description Seconds since the run started.
+             * @description Seconds since the run started: the row's one clock, stored as the `time_s` series.
              */
             time_s: number;
             /**
              * Values
-             * @description Metric name -> value (finite floats only).
+             * @description Metric name -> value: finite floats only (`finite_values`).
              */
             values: {
                 [key: string]: number;
