@@ -134,9 +134,9 @@ async def upload_checkpoint(
         placed = storage.StoredFile(final, stored.size_bytes, stored.sha256)
         checkpoint, removed = service.register(session, exp, meta, placed, root)
         # Local import: evaluations build on checkpoints (docs/architecture.md).
-        from app.evaluations import schedule
+        from app.evaluations import periodic
 
-        schedule.on_checkpoint(session, exp.config, checkpoint, final=meta.final)
+        periodic.on_checkpoint(session, exp.config, checkpoint, final=meta.final)
         public = service.to_public([*service.all_checkpoints(session, experiment_id)])
         found = next((c for c in public if c.id == checkpoint.id), None)
         # An out-of-order upload that is neither recent nor best is dropped by retention at

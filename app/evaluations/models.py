@@ -46,7 +46,7 @@ class Evaluation(Base):
     seed: Mapped[int] = mapped_column(BigInteger)
     deterministic: Mapped[bool] = mapped_column(Boolean)
     record_video: Mapped[bool] = mapped_column(Boolean)
-    # Created by the experiment's `evaluation_every` (app/evaluations/schedule.py), not a user.
+    # Created by the experiment's `evaluation_every` (app/evaluations/periodic.py), not a user.
     scheduled: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     status: Mapped[EvaluationStatus] = mapped_column(status_type(EvaluationStatus), index=True)
     reason: Mapped[str] = mapped_column(Text, default="")

@@ -203,7 +203,7 @@ def salvage_checkpoints(
 ) -> None:
     """Store the packed checkpoints the job dir holds and the API has no row for, oldest
     first (retention then applies as if they had been uploaded)."""
-    from app.evaluations import schedule  # evaluations build on checkpoints
+    from app.evaluations import periodic  # evaluations build on checkpoints
 
     root = settings.checkpoints_dir
     limits = storage.StorageLimits.from_settings(settings)
@@ -230,7 +230,7 @@ def salvage_checkpoints(
         os.replace(copied.path, final)
         placed = storage.StoredFile(final, copied.size_bytes, copied.sha256)
         checkpoint, removed = checkpoints.register(session, exp, meta, placed, root)
-        schedule.on_checkpoint(session, exp.config, checkpoint, final=meta.final)
+        periodic.on_checkpoint(session, exp.config, checkpoint, final=meta.final)
         into.checkpoints.append(meta.iteration)
         into.remove_after_commit += [archive, checkpoint_meta_path(archive), *removed]
 

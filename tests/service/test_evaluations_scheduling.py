@@ -222,7 +222,7 @@ def test_a_failed_submit_or_a_cluster_too_small_fails_the_evaluation(
 
 def checkpoint_at(sessionmaker: SessionMaker, experiment_id: int, iteration: int) -> int | None:
     """Record a checkpoint as an upload does and return the scheduled evaluation it got."""
-    from app.evaluations import schedule
+    from app.evaluations import periodic
 
     with transaction(sessionmaker) as session:
         checkpoint = Checkpoint(
@@ -236,7 +236,7 @@ def checkpoint_at(sessionmaker: SessionMaker, experiment_id: int, iteration: int
         session.add(checkpoint)
         session.flush()
         config = experiments.get(session, experiment_id).config
-        scheduled = schedule.on_checkpoint(session, config, checkpoint, final=False)
+        scheduled = periodic.on_checkpoint(session, config, checkpoint, final=False)
         return scheduled.id if scheduled is not None else None
 
 
@@ -272,7 +272,7 @@ def test_scheduled_evaluations_take_idle_cpu_one_at_a_time_per_experiment(
 
 
 def test_which_checkpoints_are_scheduled(sessionmaker: SessionMaker) -> None:
-    from app.evaluations.schedule import is_due
+    from app.evaluations.periodic import is_due
 
     config = {"checkpoint_every": 10, "evaluation_every": 3}
     due = [i for i in range(1, 100) if is_due(config, i, final=False)]
