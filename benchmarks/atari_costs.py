@@ -32,8 +32,8 @@ def _module(hw: int, channels: tuple[int, ...], dense: int) -> Any:
     import gymnasium as gym
 
     from trainer.config import ModelConfig
-    from trainer.layout import declare
     from trainer.module import PPOModule
+    from trainer.obs_layout import declare
 
     space = declare(gym.spaces.Box(0, 255, (4, hw, hw), np.uint8), "channels_first")
     model = ModelConfig(vf_share_layers=True, cnn_channels=channels, cnn_dense=dense)

@@ -7,7 +7,7 @@
   4 frames as [4, 84, 84], up to 30 no-op starts, FIRE on reset). ale-py registers its ids on
   import; an `ALE/` id imports it when needed, so no `ale_py:` prefix is required.
 
-Image observations get a declared layout (trainer/layout.py): the family knows it, the module
+Image observations get a declared layout (trainer/obs_layout.py): the family knows it, the module
 must not guess it from the shape.
 
 Every runner steps a gymnasium vector env in NEXT_STEP autoreset mode, chosen deliberately:
@@ -31,7 +31,7 @@ from gymnasium.vector import AutoresetMode
 
 from trainer.acrobot import ENV_ID as ACROBOT_ID
 from trainer.acrobot import AcrobotVectorEnv
-from trainer.layout import METADATA_KEY, declare
+from trainer.obs_layout import METADATA_KEY, declare
 from trainer.resolve import env_name, family_of, usable_cores
 from trainer.serial_vector_env import SerialVectorEnv
 

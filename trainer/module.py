@@ -3,7 +3,7 @@
 Encoder: an MLP for 1-D Box observations, the Nature CNN (Mnih et al. 2015) for image
 observations (3-D Box; uint8 pixels are scaled to [0, 1] inside the network so EnvRunners ship
 compact uint8 arrays). Whether an image is [C, H, W] or [H, W, C] is declared on its space by
-the env pipeline (trainer/layout.py), never guessed from the shape. Separate actor and critic
+the env pipeline (trainer/obs_layout.py), never guessed from the shape. Separate actor and critic
 encoders unless `vf_share_layers` (separate networks are the more robust PPO default,
 Andrychowicz et al. 2021, "What matters in on-policy RL").
 Orthogonal initialisation as in CleanRL / SB3: hidden layers gain sqrt(2), policy head 0.01
@@ -28,7 +28,7 @@ from torch import nn
 
 from trainer import distributions
 from trainer.config import ModelConfig
-from trainer.layout import image_layout
+from trainer.obs_layout import image_layout
 
 # Below this many elements torch's own tanh is cheaper than the autograd.Function call: forward
 # + backward on one thread cross over near 512 x 64 (a 64 x 64 minibatch, as rl-zoo's MuJoCo and

@@ -18,7 +18,7 @@ from trainer.algorithm import PPO
 from trainer.config import PPOConfig
 from trainer.env_runner import EnvRunner
 from trainer.envs import env_spaces, env_threads, make_vector_env, observation_space, usable_cores
-from trainer.layout import ImageBox, image_layout
+from trainer.obs_layout import ImageBox, image_layout
 from trainer.resolve import resolve_config
 
 EPISODE_FRAMES = 2000  # 500 agent steps at frameskip 4

@@ -18,7 +18,7 @@ from trainer.connectors import (
     merge_filter_states,
 )
 from trainer.connectors.running_stats import RunningStats
-from trainer.layout import ImageBox, image_layout
+from trainer.obs_layout import ImageBox, image_layout
 
 
 def test_frame_stack_vectors_zero_fill_and_no_leak_across_episodes() -> None:

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from trainer.config import ModelConfig
-from trainer.layout import ImageBox
 from trainer.module import PPOModule
+from trainer.obs_layout import ImageBox
 
 VEC = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 IMG = gym.spaces.Box(0, 255, (44, 44, 3), np.uint8)

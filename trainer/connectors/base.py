@@ -54,7 +54,7 @@ class _StatefulPipeline:
 
 class EnvToModulePipeline(_StatefulPipeline):
     """Runs env-to-module pieces in order; the last output space is what the module is built
-    for (an image space keeps its declared layout, trainer/layout.py)."""
+    for (an image space keeps its declared layout, trainer/obs_layout.py)."""
 
     def __init__(self, input_space: gym.spaces.Box, pieces: list[EnvToModulePiece]) -> None:
         self.pieces = pieces

@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 
 from trainer.connectors.running_stats import RunningMoments, RunningStats
-from trainer.layout import channel_axis, like
+from trainer.obs_layout import channel_axis, like
 
 
 class BatchObservations:
@@ -84,7 +84,7 @@ class MeanStdFilter:
 class FrameStack:
     """Concatenate the last k observations along the channel axis: [D] -> [k*D],
     [H, W, C] -> [H, W, k*C] (channels last), [C, H, W] -> [k*C, H, W] (channels first), oldest
-    frame first. The axis comes from the space's declared layout (trainer/layout.py).
+    frame first. The axis comes from the space's declared layout (trainer/obs_layout.py).
 
     Frames before an episode's start are zeros (as RLlib's frame stacking). `reset_mask` tells
     which slots start a new episode with this observation, so no frame leaks across episodes.
