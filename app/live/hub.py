@@ -30,7 +30,7 @@ class Lagged(Exception):
     """The subscriber's queue overflowed; messages were dropped."""
 
 
-class LiveMessage:
+class Published:
     """One published message as every subscriber of its topic receives it: the object, and its
     JSON text, encoded on first use and then shared by all the websockets that send it."""
 
@@ -53,7 +53,7 @@ class Subscription:
         self._max = max_queue
         self.lagged = False
 
-    def _offer(self, message: LiveMessage) -> None:
+    def _offer(self, message: Published) -> None:
         if self.lagged:
             return
         if self._queue.qsize() >= self._max:
@@ -66,7 +66,7 @@ class Subscription:
             self.lagged = True
             self._queue.put_nowait(_LAGGED)
 
-    async def get(self) -> LiveMessage:
+    async def get(self) -> Published:
         item = await self._queue.get()
         if item is _LAGGED:
             raise Lagged("subscriber fell behind")
@@ -127,7 +127,7 @@ class LiveHub:
         subscriptions = self._subscribers.get(topic)
         if not subscriptions:
             return
-        shared = LiveMessage(message)
+        shared = Published(message)
         for subscription in tuple(subscriptions):
             subscription._offer(shared)
 

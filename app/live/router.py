@@ -17,7 +17,7 @@ from app.core.params import MAX_INT64, MIN_INT64, ExperimentId
 from app.experiments import service as experiments
 from app.experiments.progress import to_public
 from app.live.backlog import Backlog, SharedBacklogs, encode
-from app.live.hub import Lagged, LiveHub, LiveMessage, Subscription
+from app.live.hub import Lagged, LiveHub, Published, Subscription
 from app.live.messages import LogMessage, StatusMessage
 from app.live.topics import ALL_EXPERIMENTS, columnar, experiment_topic, metrics_message
 from app.metrics.service import recent_points
@@ -95,7 +95,7 @@ def _backlogs(websocket: WebSocket) -> SharedBacklogs:
     return backlogs
 
 
-def _drop_seen_steps(live: LiveMessage, last_step: int) -> LiveMessage | None:
+def _drop_seen_steps(live: Published, last_step: int) -> Published | None:
     """Live metrics already covered by the backlog (published while it was read) are dropped."""
     message = live.data
     if message.get("type") != "metrics" or not message["step"] or message["step"][0] > last_step:
@@ -105,7 +105,7 @@ def _drop_seen_steps(live: LiveMessage, last_step: int) -> LiveMessage | None:
         return None
     series = {n: [col[i] for i in keep] for n, col in message["series"].items()}
     steps = [message["step"][i] for i in keep]
-    return LiveMessage(metrics_message(message["experiment_id"], steps, series))
+    return Published(metrics_message(message["experiment_id"], steps, series))
 
 
 async def _pump(websocket: WebSocket, subscription: Subscription, last_step: int) -> None:
