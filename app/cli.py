@@ -1,8 +1,8 @@
 """The `rollout` command line: one command tree, `rollout [--url U] [--token T] COMMAND ...`.
 
-    serve                                  app/service_cli.py   (the service itself)
-    submit list show logs metrics ...      app/commands/        (clients of a running service)
-    train evaluate                         trainer/cli.py       (the trainer, locally)
+    serve                                  app/commands/serve.py   (the service itself)
+    submit list show logs metrics ...      app/commands/           (clients of a running service)
+    train evaluate                         trainer/cli.py          (the trainer, locally)
 
 Every command is registered here, so `rollout --help` lists them all. The global flags work
 before or after the command (`rollout --url X list` = `rollout list --url X`). Parsing loads
@@ -21,8 +21,7 @@ import os
 import sys
 
 from app.client import DEFAULT_URL, APIError, RolloutClient, ServiceUnreachable
-from app.commands import catalog, evaluations, experiments, metrics, studies, sweeps
-from app.service_cli import register as register_serve
+from app.commands import catalog, evaluations, experiments, metrics, serve, studies, sweeps
 from trainer import cli as trainer_cli
 from trainer.inputs import CliError
 
@@ -42,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     global_flags(common, suppress=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    register_serve(sub)
+    serve.register(sub)
     for module in CLIENT_MODULES:
         module.register(sub, common)
     trainer_cli.register(sub)

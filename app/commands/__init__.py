@@ -1,6 +1,7 @@
-"""The client commands of `rollout`, one module per domain.
+"""The commands of `rollout` that the service side owns: `serve` and the client commands.
 
-Each module has `register(sub, common)`, which adds its subcommands to the parser with a
-`handler(args, client) -> exit code` default; app/service_cli.py calls every one of them. All
-of them talk to the service through `app.client.RolloutClient`.
+`serve.py` starts the service itself: its `register(sub)` adds a `handler(args) -> exit code`.
+The client commands, one module per domain, each have `register(sub, common)`, which adds
+their subcommands to the parser with a `handler(args, client) -> exit code` default, and talk
+to the service through `app.client.RolloutClient`. app/cli.py registers every one of them.
 """

@@ -8,7 +8,7 @@ import sys
 
 def test_app_main_imports_no_heavy_modules():
     code = (
-        "import sys, app.main, app.service_cli; "
+        "import sys, app.main, app.cli; "
         "from app.core.config import Settings; app.main.create_app(Settings(jobs_enabled=False)); "
         "heavy = [m for m in ('torch', 'gymnasium', 'ray') if m in sys.modules]; "
         "print(','.join(heavy))"

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from app.cli import main
 from app.main import GC_THRESHOLDS
-from app.service_cli import main
 
 pytestmark = pytest.mark.timeout(60)
 ROOT = Path(__file__).resolve().parents[2]

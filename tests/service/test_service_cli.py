@@ -12,10 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.cli import main
 from app.core.db import make_engine, make_sessionmaker, transaction
 from app.experiments import service as experiments
 from app.jobs.ray_head import free_ports
-from app.service_cli import main
 from tests.serve_process import rollout_serve
 from tests.service.conftest import SMALL_CONFIG
 

@@ -1,7 +1,8 @@
 """`rollout serve`: the service (API, dashboard, jobs) on uvicorn.
 
-The rest of the `rollout` tree (the client commands in app/commands/, `train` and `evaluate`
-in trainer/cli.py) is assembled in app/cli.py.
+A local command: its handler takes the parsed arguments only (no client). The `rollout` tree
+(this command, the client commands beside it, `train` and `evaluate` in trainer/cli.py) is
+assembled in app/cli.py.
 """
 
 from __future__ import annotations
@@ -153,10 +154,3 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--data-dir",
         help="where the SQLite file, checkpoints and job folders live (ROLLOUT_DATA_DIR)",
     )
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`rollout ...` (the one command tree is app/cli.py)."""
-    from app.cli import main as rollout_main
-
-    return rollout_main(argv)
