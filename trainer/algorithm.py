@@ -28,9 +28,10 @@ from trainer.connectors import build_env_to_module
 from trainer.env_runner import SampleResult
 from trainer.env_runner_group import EnvRunnerGroup, ensure_ray, needs_ray
 from trainer.envs import env_spaces
+from trainer.episode_window import EpisodeWindow
 from trainer.learner_group import LearnerGroup
-from trainer.metrics import EpisodeWindow, Timers
 from trainer.system_metrics import SystemMonitor
+from trainer.timers import Timers
 
 
 @dataclass(frozen=True)

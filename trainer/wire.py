@@ -62,6 +62,24 @@ class JobTokenGrant(_Wire):
     token: str
 
 
+# Metrics every iteration reports whatever the env (the return window's, trainer/episode_window.py,
+# and the learner's), so a study may optimise any of them (app/studies/space.py checks its
+# objective against them); tests/trainer check them against a real iteration's keys.
+STUDY_METRICS = (
+    "episode_return_mean",
+    "episode_return_min",
+    "episode_return_max",
+    "episode_len_mean",
+    "policy_loss",
+    "vf_loss",
+    "entropy",
+    "kl",
+    "clip_fraction",
+    "explained_variance",
+    "env_steps_per_s",
+)
+
+
 def finite_values(values: dict[str, float]) -> dict[str, float]:
     """The one rule for values that are not finite numbers (a return mean before the first
     episode ends, a KL that overflowed): they are "not measured", never a point. Every sink

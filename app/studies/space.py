@@ -24,8 +24,8 @@ from app.sweeps.grid import FREE_FORM, key_error, nested
 from trainer.config import PPOConfig
 from trainer.env_catalog import unknown_env_message
 from trainer.field_names import config_error_message
-from trainer.metrics import STUDY_METRICS
 from trainer.resolve import deep_merge, resolve_config
+from trainer.wire import STUDY_METRICS
 
 FieldError = dict[str, str]
 Spec = FloatRange | IntRange | Categorical

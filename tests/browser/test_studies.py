@@ -24,8 +24,7 @@ from app.experiments import service as experiments
 from app.studies import service as studies
 from tests.browser.helpers import dashboard_settings, new_page, wait_until
 from tests.browser.server import LiveServer, live_server
-from trainer.metrics import STUDY_METRICS
-from trainer.wire import API_PREFIX
+from trainer.wire import API_PREFIX, STUDY_METRICS
 
 pytestmark = pytest.mark.browser
 

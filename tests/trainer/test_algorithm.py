@@ -14,7 +14,7 @@ import torch
 
 from trainer.algorithm import PPO
 from trainer.config import PPOConfig
-from trainer.metrics import STUDY_METRICS
+from trainer.wire import STUDY_METRICS
 
 REQUIRED_METRICS = {
     "iteration",

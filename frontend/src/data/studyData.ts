@@ -9,7 +9,7 @@ import type { FieldSpec } from "../form/fields";
 import type { PlacedErrors } from "../form/errors";
 import { parseValues } from "../form/values";
 
-/** Metrics every trial reports whatever its env (trainer/metrics.py STUDY_METRICS). */
+/** Metrics every trial reports whatever its env (trainer/wire.py STUDY_METRICS). */
 export const STUDY_METRICS = [
   "episode_return_mean",
   "episode_return_min",

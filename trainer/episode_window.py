@@ -1,4 +1,4 @@
-"""Training metrics helpers: the 100-episode return window and phase timers.
+"""The 100-episode return window: the returns and lengths of the last finished episodes.
 
 The window is explicit: the last 100 FINISHED episodes, whatever iteration they finished in
 (RLlib 2.60's `episode_return_mean` averages only the current iteration's episodes and crosses
@@ -9,30 +9,12 @@ far; the return stop criterion waits for a full window (`full`), as docs/benchma
 
 from __future__ import annotations
 
-import time
 from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 EPISODE_WINDOW = 100
-# Metrics every iteration reports whatever the env (the return window's and the learner's), so
-# a study may optimise any of them; tests/trainer check them against a real iteration's keys.
-STUDY_METRICS = (
-    "episode_return_mean",
-    "episode_return_min",
-    "episode_return_max",
-    "episode_len_mean",
-    "policy_loss",
-    "vf_loss",
-    "entropy",
-    "kl",
-    "clip_fraction",
-    "explained_variance",
-    "env_steps_per_s",
-)
 
 
 class EpisodeWindow:
@@ -88,21 +70,3 @@ class EpisodeWindow:
         self.returns.extend(state["returns"])
         self.lengths.extend(state["lengths"])
         self.episodes = int(state["episodes"])
-
-
-class Timers:
-    """Wall-clock seconds per named phase of the current iteration (`time_<name>_s`)."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-
-    @contextmanager
-    def __call__(self, name: str) -> Iterator[None]:
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
-
-    def as_dict(self) -> dict[str, float]:
-        return {f"time_{name}_s": s for name, s in self.seconds.items()}
