@@ -32,7 +32,7 @@ from app.evaluations import service
 from app.evaluations.models import Evaluation, EvaluationStatus
 from app.jobs import kernel
 from app.jobs.launcher import JobRequest, RayJob, RayJobLauncher, RayJobState, RayUnavailable
-from app.jobs.resources import ClusterResources, ExperimentResources
+from app.jobs.resources import ClusterResources, JobResources
 from trainer.wire import ENV_EVALUATION_ID
 
 log = logging.getLogger(__name__)
@@ -40,15 +40,13 @@ E = EvaluationStatus
 WAITING = (E.pending, E.queued)
 ENTRYPOINT_MODULE = "trainer.evaluation_job"
 # The job runs its episodes in its driver process: one whole CPU, nothing else.
-EVALUATION_RESOURCES = ExperimentResources(
+EVALUATION_RESOURCES = JobResources(
     driver_cpus=1.0, driver_gpus=0.0, actor_cpus=0.0, actor_gpus=0.0
 )
 # A scheduled evaluation (evaluation_every) reserves nothing and runs at the lowest priority:
 # it takes the CPU its experiment leaves idle, so watching a run learn does not slow it; the
 # queue runs one at a time per experiment, newest first (`held` in app/jobs/reconciler.py).
-SCHEDULED_RESOURCES = ExperimentResources(
-    driver_cpus=0.0, driver_gpus=0.0, actor_cpus=0.0, actor_gpus=0.0
-)
+SCHEDULED_RESOURCES = JobResources(driver_cpus=0.0, driver_gpus=0.0, actor_cpus=0.0, actor_gpus=0.0)
 SCHEDULED_NICENESS = 19
 # A job submitted by another API process may not exist yet for a moment after its claim.
 MISSING_GRACE_S = kernel.MISSING_GRACE_S
@@ -74,7 +72,7 @@ class EvaluationSnapshot:
         return self.scheduled and not self.run_ended
 
     @property
-    def resources(self) -> ExperimentResources:
+    def resources(self) -> JobResources:
         return SCHEDULED_RESOURCES if self.while_training else EVALUATION_RESOURCES
 
     @property

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from app.core.db import SessionMaker, run_in_transaction, utcnow
 from app.jobs.launcher import JobRequest, RayJobLauncher
-from app.jobs.resources import ExperimentResources
+from app.jobs.resources import JobResources
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ async def launch(
     launcher: RayJobLauncher,
     kind: JobKind,
     row_id: int,
-    resources: ExperimentResources,
+    resources: JobResources,
     request: Callable[[str], JobRequest],
 ) -> bool:
     """Claim the row, issue its job claim, mark it running (one transaction), then submit

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from app.jobs.resources import ClusterResources, ExperimentResources
+from app.jobs.resources import ClusterResources, JobResources
 from trainer.process_guard import WORKER_SETUP_HOOK
 from trainer.wire import ENV_API_URL, ENV_EXPERIMENT_ID, ENV_JOB_CLAIM, ENV_JOB_DIR, RAY_ENV
 
@@ -63,7 +63,7 @@ class JobRequest:
     """Everything needed to launch one experiment."""
 
     experiment_id: int
-    resources: ExperimentResources
+    resources: JobResources
     claim: str  # exchanged by the job for its token: the token itself never reaches Ray
     api_url: str
     job_dir: Path

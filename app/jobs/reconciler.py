@@ -66,7 +66,7 @@ from app.jobs.launcher import (
     RayUnavailable,
 )
 from app.jobs.node_load import IdleCores
-from app.jobs.resources import ClusterResources, ExperimentResources, fits
+from app.jobs.resources import ClusterResources, JobResources, fits
 from app.jobs.salvage import Salvaged, Settlement, salvage_job_dir
 from app.studies.driver import StudyDriver
 from app.sweeps.models import Sweep
@@ -86,7 +86,7 @@ class Snapshot:
 
     id: int
     status: ExperimentStatus
-    resources: ExperimentResources
+    resources: JobResources
     ray_job_id: str | None
     started_at: dt.datetime | None
     created_at: dt.datetime
@@ -95,7 +95,7 @@ class Snapshot:
     invalid_config: str | None = None  # why the stored config no longer validates
 
 
-# The fields ExperimentResources reads: enough to estimate the budget of an invalid config.
+# The fields JobResources.of reads: enough to estimate the budget of an invalid config.
 RESOURCE_FIELDS = (
     "num_env_runners",
     "num_learners",
@@ -105,10 +105,10 @@ RESOURCE_FIELDS = (
 )
 
 
-def resources_of(raw: Any) -> tuple[ExperimentResources, str | None]:
+def resources_of(raw: Any) -> tuple[JobResources, str | None]:
     """The experiment's budget, and None, or an estimate and why its config is invalid."""
     try:
-        return ExperimentResources.of(PPOConfig.model_validate(raw)), None
+        return JobResources.of(PPOConfig.model_validate(raw)), None
     except ValidationError as exc:
         problems = "; ".join(
             f"{f['field']}: {f['message']}" for f in field_errors(exc.errors(), "config")[:10]
@@ -116,9 +116,9 @@ def resources_of(raw: Any) -> tuple[ExperimentResources, str | None]:
         reason = f"its stored config no longer validates: {problems}"
     values = {k: raw[k] for k in RESOURCE_FIELDS if k in raw} if isinstance(raw, dict) else {}
     try:
-        return ExperimentResources.of(PPOConfig.model_construct(**values)), reason
+        return JobResources.of(PPOConfig.model_construct(**values)), reason
     except Exception:
-        return ExperimentResources.of(PPOConfig()), reason
+        return JobResources.of(PPOConfig()), reason
 
 
 def snapshots(session: Session) -> list[Snapshot]:
@@ -168,7 +168,7 @@ class QueueEntry:
 
     id: int
     created_at: dt.datetime
-    resources: ExperimentResources
+    resources: JobResources
     takes_slot: bool
     held: Callable[[], bool]
     fail_unfit: Callable[[ClusterResources], Awaitable[None]]

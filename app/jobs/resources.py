@@ -1,4 +1,4 @@
-"""What an experiment needs from the cluster, and whether it fits now.
+"""What a job (an experiment's or an evaluation's) needs from the cluster, and whether it fits.
 
 Ray queues a job only on its entrypoint resources; the EnvRunner and Learner actors a driver
 creates later do NOT queue: when they do not fit, the job hangs with actors pending forever.
@@ -19,8 +19,9 @@ WORKING_DRIVER_CPUS = 1.0
 
 
 @dataclass(frozen=True)
-class ExperimentResources:
-    """The Ray resources one experiment's job uses: its driver plus its actors."""
+class JobResources:
+    """The Ray resources one job uses: its driver plus its actors (an experiment's from its
+    config, `of`; an evaluation's are fixed, app/evaluations/scheduling.py)."""
 
     driver_cpus: float
     driver_gpus: float
@@ -28,7 +29,7 @@ class ExperimentResources:
     actor_gpus: float
 
     @classmethod
-    def of(cls, config: PPOConfig) -> ExperimentResources:
+    def of(cls, config: PPOConfig) -> JobResources:
         local_work = config.num_env_runners == 0 or config.num_learners == 0
         learns_locally = config.num_learners == 0
         return cls(
@@ -70,9 +71,9 @@ class ClusterResources:
         gpus = min(self.total_gpus - reserved_gpus, self.total_gpus - self.used_gpus)
         return max(0.0, cpus), max(0.0, gpus)
 
-    def can_ever_fit(self, need: ExperimentResources) -> bool:
+    def can_ever_fit(self, need: JobResources) -> bool:
         return need.cpus <= self.total_cpus + 1e-9 and need.gpus <= self.total_gpus + 1e-9
 
 
-def fits(need: ExperimentResources, free_cpus: float, free_gpus: float) -> bool:
+def fits(need: JobResources, free_cpus: float, free_gpus: float) -> bool:
     return need.cpus <= free_cpus + 1e-9 and need.gpus <= free_gpus + 1e-9

@@ -19,7 +19,7 @@ from app.experiments.models import Experiment
 from app.experiments.schemas import ExperimentCreate
 from app.jobs.launcher import JobRequest, RayJob, RayJobState, RayUnavailable
 from app.jobs.reconciler import MISSING_GRACE_S, Reconciler
-from app.jobs.resources import ClusterResources, ExperimentResources
+from app.jobs.resources import ClusterResources, JobResources
 from trainer.config import PPOConfig
 
 SMALL = {"env_id": "CartPole-v1", "stop": {"env_steps": 1000}}  # 1 CPU (in-process driver)
@@ -121,15 +121,15 @@ def job_id(sessionmaker: SessionMaker, exp_id: int) -> str:
 
 
 def test_resources_budget_driver_and_actors_together() -> None:
-    serial = ExperimentResources.of(PPOConfig.model_validate(SMALL))
+    serial = JobResources.of(PPOConfig.model_validate(SMALL))
     assert (serial.cpus, serial.gpus) == (1.0, 0.0)
-    three = ExperimentResources.of(PPOConfig.model_validate(THREE_CPU))
+    three = JobResources.of(PPOConfig.model_validate(THREE_CPU))
     assert three.cpus == 3.0
     remote = PPOConfig.model_validate(
         {**SMALL, "num_env_runners": 4, "num_cpus_per_env_runner": 0.5, "num_learners": 2}
         | {"num_gpus_per_learner": 1.0}
     )
-    need = ExperimentResources.of(remote)
+    need = JobResources.of(remote)
     assert need.driver_cpus < 1.0  # it only coordinates
     assert need.cpus == need.driver_cpus + 4 * 0.5 + 2 * 1.0
     assert need.gpus == 2.0
