@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from pydantic import ValidationError
 from sqlalchemy import delete as sql_delete
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -34,6 +35,7 @@ from app.studies.schemas import (
     StudyPublic,
     TrialPublic,
 )
+from trainer.field_names import config_error_message
 
 S = ExperimentStatus
 ACTIVE = ("running", "pruning")
@@ -108,8 +110,9 @@ def advance(session: Session, study_id: int) -> Advance:
         active = sum(t.state in ACTIVE for t in trials)
         while len(trials) < study.n_trials and active < study.max_parallel:
             trials.append(_suggest(session, study, trials))
-            active += 1
-            out.created += 1
+            if trials[-1].experiment_id is not None:
+                active += 1
+                out.created += 1
             changed = True
     if all(t.state not in ACTIVE for t in trials) and (
         study.stopped_at is not None or len(trials) >= study.n_trials
@@ -183,21 +186,32 @@ def _prune(
 
 
 def _suggest(session: Session, study: Study, trials: list[StudyTrial]) -> StudyTrial:
+    """The next trial: a pending experiment of the suggested params; or, when the params make
+    no valid config together (creation checks each range's ends, not every point between:
+    `sde_sample_freq` 0 between -1 and 1), a failed trial that says why, so the sampler steers
+    away from it and the study goes on."""
     number = len(trials)
     params = search.suggest(study, trials)
-    body = ExperimentCreate(
-        name=f"{study.name} #{number}"[:200], config=space.trial_config(study.config, params)
-    )
-    run = experiments.create(session, body, reason=f"trial {number} of study {study.id}")
     trial = StudyTrial(
         study_id=study.id,
         number=number,
-        experiment_id=run.id,
         params=params,
         state="running",
         intermediate={},
         system_attrs={},
     )
+    try:
+        config = space.trial_config(study.config, params)
+    except ValidationError as exc:
+        why = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {config_error_message(e)}"
+            for e in exc.errors()[:3]
+        )
+        _finish(trial, "failed", f"its params make no valid config ({why})")
+    else:
+        body = ExperimentCreate(name=f"{study.name} #{number}"[:200], config=config)
+        run = experiments.create(session, body, reason=f"trial {number} of study {study.id}")
+        trial.experiment_id = run.id
     session.add(trial)
     session.flush()
     return trial

@@ -293,6 +293,24 @@ def test_a_trial_whose_run_logged_no_objective_fails_with_the_reason(
     assert client.get(f"{API}/studies/{study['id']}/best").status_code == 404
 
 
+def test_params_that_make_no_valid_config_fail_their_trial_and_the_study_goes_on(
+    client: TestClient, app: FastAPI
+) -> None:
+    # Both ends of the range are valid; 0 between them is not (sde_sample_freq is -1 or >= 1).
+    space = {"sde_sample_freq": {"type": "int", "low": -1, "high": 1}}
+    study = _created(client, space=space, n_trials=3, max_parallel=2, sampler={"kind": "random"})
+    assert _advance(app, study["id"]).created == 1  # trial 0 (0) failed, trial 1 (1) runs
+    trials = _detail(client, study["id"])["trials"]
+    assert [t["params"]["sde_sample_freq"] for t in trials] == [0, 1, 0]
+    assert [t["state"] for t in trials] == ["failed", "running", "failed"]
+    assert trials[0]["experiment_id"] is None and trials[0]["experiment_status"] is None
+    assert trials[0]["note"] == (
+        "its params make no valid config (sde_sample_freq: "
+        "sde_sample_freq must be -1 (once per rollout) or at least 1)"
+    )
+    assert len(client.get(f"{API}/experiments").json()["items"]) == 1
+
+
 # --- stop, delete ------------------------------------------------------------------------------
 
 
