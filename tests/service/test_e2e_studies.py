@@ -1,7 +1,7 @@
 """End to end on the real local Ray cluster: a study of tiny CartPole trials goes through the
 service's queue (suggested by the reconciler, run as Ray jobs, followed through the metrics
 they report), one trial is pruned by the median rule and stopped with a final checkpoint, the
-study ends `succeeded`, and its best trial forked into a normal run trains (a short budget)."""
+study ends `succeeded`, and its best trial forks into a normal run (its parent the trial's)."""
 
 from __future__ import annotations
 
@@ -96,11 +96,13 @@ def test_a_study_suggests_prunes_finishes_and_its_best_trial_forks(service: Live
         "/experiments",
         json={
             "name": "best of e2e study",
-            "config": {**best["config"], "stop": {"env_steps": 2048}},
+            "config": best["config"],
             "parent_id": best["trial"]["experiment_id"],
         },
     )
     assert fork.status_code == 201, fork.text
-    done = service.wait_status(fork.json()["id"], ENDED, 120)
-    assert done["status"] == "succeeded" and done["config"]["lr"] == 3e-3
-    assert done["parent_id"] == best["trial"]["experiment_id"]
+    forked = fork.json()
+    assert forked["config"]["lr"] == 3e-3 and forked["config"]["seed"] == TINY.get("seed", 0)
+    assert forked["parent_id"] == best["trial"]["experiment_id"]
+    assert service.http.post(f"/experiments/{forked['id']}/stop").status_code == 200
+    assert service.wait_status(forked["id"], ENDED, 60)["status"] == "stopped"
