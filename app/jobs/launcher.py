@@ -75,6 +75,12 @@ class JobRequest:
     niceness: int = 0
 
 
+# /health's view of Ray (RayJobLauncher.reachable): refreshed in the background after 1 s,
+# waited for only when older than 5 s.
+REACHABLE_REFRESH_S = 1.0
+REACHABLE_STALE_S = 5.0
+
+
 class RayJobLauncher:
     """The service's handle on a Ray cluster's Jobs API and usage numbers.
 
@@ -92,6 +98,9 @@ class RayJobLauncher:
         self.dashboard_url = address.rstrip("/") if address.startswith("http") else ""
         self._client: JobSubmissionClient | None = None
         self._http: httpx.AsyncClient | None = None
+        self._reachable = False
+        self._reachable_at = -float("inf")  # monotonic time of the last answer
+        self._reachable_check: asyncio.Future[bool] | None = None
         self._last_attempt = -float("inf")
         self.last_error = ""
 
@@ -122,6 +131,8 @@ class RayJobLauncher:
         await self.connect()
 
     async def close(self) -> None:
+        if self._reachable_check is not None:
+            self._reachable_check.cancel()
         if self._http is not None:
             await self._http.aclose()
 
@@ -247,13 +258,29 @@ class RayJobLauncher:
         )
 
     async def reachable(self) -> bool:
-        if self._http is None:
-            return False
-        try:
-            response = await self._http.get("/api/version", timeout=3)
-        except httpx.HTTPError:
-            return False
-        return response.status_code == 200
+        """Whether Ray's dashboard answers, for /health. Under load the dashboard takes tens to
+        hundreds of ms (it shares the cores with training), and /health must not wait for it:
+        the last answer serves while it is younger than REACHABLE_STALE_S, one check at a time
+        refreshes it in the background once it is older than REACHABLE_REFRESH_S, and only a
+        stale answer (or none yet) is waited for. A dead cluster shows within seconds."""
+        age = time.monotonic() - self._reachable_at
+        check = self._reachable_check
+        if age >= REACHABLE_REFRESH_S and (check is None or check.done()):
+            check = self._reachable_check = asyncio.ensure_future(self._check_reachable())
+        if age < REACHABLE_STALE_S or check is None:
+            return self._reachable
+        return await asyncio.shield(check)
+
+    async def _check_reachable(self) -> bool:
+        ok = False
+        if self._http is not None:
+            try:
+                response = await self._http.get("/api/version", timeout=3)
+                ok = response.status_code == 200
+            except httpx.HTTPError:
+                ok = False
+        self._reachable, self._reachable_at = ok, time.monotonic()
+        return ok
 
 
 def _is_not_found(exc: Exception) -> bool:
