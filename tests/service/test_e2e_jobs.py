@@ -3,6 +3,7 @@ launches real trainer jobs, which report back over HTTP; we watch them over the 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -128,15 +129,22 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("e2e")
 
 
-@pytest.fixture(scope="module")
-def service(ray_head: LocalRayHead, data_dir: Path) -> Iterator[LiveService]:
-    live = LiveService(make_settings(data_dir, ray_head.address)).start()
+@contextlib.contextmanager
+def serving(data_dir: Path, ray_address: str) -> Iterator[LiveService]:
+    """A started service on `data_dir`; its jobs and server stopped at the end."""
+    live = LiveService(make_settings(data_dir, ray_address)).start()
     try:
         yield live
     finally:
         if live.thread.is_alive():
             stop_all(live)
             live.stop()
+
+
+@pytest.fixture(scope="module")
+def service(ray_head: LocalRayHead, data_dir: Path) -> Iterator[LiveService]:
+    with serving(data_dir, ray_head.address) as live:
+        yield live
 
 
 def stop_all(live: LiveService) -> None:

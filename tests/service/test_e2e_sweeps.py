@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from app.jobs.ray_head import LocalRayHead
-from tests.service.test_e2e_jobs import LiveService, make_settings, stop_all, wait_for
+from tests.service.test_e2e_jobs import LiveService, serving, wait_for
 
 pytestmark = pytest.mark.ray
 
@@ -32,14 +31,8 @@ ENDED = {"succeeded", "failed", "stopped"}
 
 @pytest.fixture(scope="module")
 def service(ray_head: LocalRayHead, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    data_dir: Path = tmp_path_factory.mktemp("e2e-sweeps")
-    live = LiveService(make_settings(data_dir, ray_head.address)).start()
-    try:
+    with serving(tmp_path_factory.mktemp("e2e-sweeps"), ray_head.address) as live:
         yield live
-    finally:
-        if live.thread.is_alive():
-            stop_all(live)
-            live.stop()
 
 
 def _sweep(live: LiveService, **body: Any) -> dict[str, Any]:
