@@ -2,7 +2,8 @@
 against random search without pruning and against the grid sweep of the same box.
 
     python benchmarks/study.py [--box wide|narrow] [--study-seeds 0,1,2] [--budget 100000]
-                               [--trials 12]
+                               [--trials 12] [--methods tpe+median,random] [--warmup-intervals N]
+                               [--grid-from EARLIER.json]
 
 Starts `rollout serve` on a fresh data dir in /tmp (its own local Ray head) and submits, over
 REST:
@@ -13,14 +14,16 @@ REST:
 - per study seed, a study over the same box (lr log-uniform, gae_lambda uniform, num_epochs
   an int range, each between the grid's ends) with TPE and the median pruner, and one with the
   random sampler and no pruner, each `--trials` trials.
-Every run trains with env seed 0 (the base config's), so the methods differ only in which
-points they try and how long. A run's score is a study's objective: the mean of the last 5
-reports of the 100-episode return. The grid's best score is the bar; for each study the
-script reports its best score, the env steps it spent in all, and the steps spent up to the
-trial that first reached the grid's best (trials in suggestion order): the target is a study
-that reaches the bar with at most a third of the grid's env steps. Writes
-`<stamp>-study-<box>.json` (every run's params, score and steps, and best-so-far curves
-against env steps spent) under --results.
+`--methods` picks other samplers and pruners (tpe, tpe+asha), `--warmup-intervals` the median
+pruner's warm-up, and `--grid-from` reuses an earlier result's grid runs of the same box and
+budget instead of running them again. Every run trains with env seed 0 (the base config's), so
+the methods differ only in which points they try and how long. A run's score is a study's
+objective: the mean of the last 5 reports of the 100-episode return. The grid's best score is
+the bar; for each study the script reports its best score, the env steps it spent in all, and
+the steps spent up to the trial that first reached the grid's best (trials in suggestion order):
+the target is a study that reaches the bar with at most a third of the grid's env steps. Writes
+`<stamp>-study-<box>.json` (every run's params, score and steps, and best-so-far curves against
+env steps spent) under --results.
 """
 
 from __future__ import annotations
@@ -65,6 +68,13 @@ BOXES: dict[str, tuple[dict[str, list[Any]], dict[str, dict[str, Any]]]] = {
     ),
 }
 K = 5  # the objective: mean of the last K reports
+# Method -> (sampler, pruner) of its studies.
+METHODS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "tpe+median": ({"kind": "tpe"}, {"kind": "median"}),
+    "random": ({"kind": "random"}, {"kind": "none"}),
+    "tpe": ({"kind": "tpe"}, {"kind": "none"}),
+    "tpe+asha": ({"kind": "tpe"}, {"kind": "asha"}),
+}
 ENDED = {"succeeded", "failed", "stopped"}
 
 
@@ -113,7 +123,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=None)
     parser.add_argument("--timeout", type=float, default=7200.0)
     parser.add_argument("--results", type=Path, default=REPO / "benchmarks/results/studies")
+    parser.add_argument(
+        "--methods",
+        default="tpe+median,random",
+        help=f"comma-separated, of: {', '.join(METHODS)}",
+    )
+    parser.add_argument(
+        "--warmup-intervals", type=int, default=None, help="the median pruner's warm-up"
+    )
+    parser.add_argument(
+        "--grid-from",
+        type=Path,
+        default=None,
+        help="an earlier result's JSON of the same box and budget: its grid runs are reused "
+        "(every run trains with env seed 0, so the grid repeats itself) instead of run again",
+    )
     args = parser.parse_args(argv)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        parser.error(f"unknown methods {unknown}; known: {', '.join(METHODS)}")
     seeds = [int(s) for s in args.study_seeds.split(",")]
     grid, space = BOXES[args.box]
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -123,23 +152,25 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     with rollout_serve(data_dir, port=args.port) as server:
         api = httpx.Client(base_url=f"{server.url}/api/v1", timeout=60)
-        sweep = api.post(
-            "/sweeps",
-            json={
-                "name": "acrobot grid",
-                "config": {k: v for k, v in base.items() if k != "seed"},
-                "grid": grid,
-                "seeds": [0],
-                "max_parallel": 2,
-            },
-        )
-        sweep.raise_for_status()
+        sweep = None
+        if args.grid_from is None:
+            sweep = api.post(
+                "/sweeps",
+                json={
+                    "name": "acrobot grid",
+                    "config": {k: v for k, v in base.items() if k != "seed"},
+                    "grid": grid,
+                    "seeds": [0],
+                    "max_parallel": 2,
+                },
+            )
+            sweep.raise_for_status()
         studies: dict[str, int] = {}
         for seed in seeds:
-            for method, sampler, pruner in (
-                ("tpe+median", {"kind": "tpe"}, {"kind": "median"}),
-                ("random", {"kind": "random"}, {"kind": "none"}),
-            ):
+            for method in methods:
+                sampler, pruner = METHODS[method]
+                if args.warmup_intervals is not None and pruner["kind"] == "median":
+                    pruner = {**pruner, "n_warmup_intervals": args.warmup_intervals}
                 made = api.post(
                     "/studies",
                     json={
@@ -156,24 +187,27 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 made.raise_for_status()
                 studies[f"{method} seed {seed}"] = made.json()["id"]
-        print(f"sweep {sweep.json()['id']}, studies {studies}: {server.url}", flush=True)
-        swept = wait(
-            api,
-            f"/sweeps/{sweep.json()['id']}",
-            lambda s: all(m["status"] in ENDED for m in s["members"]),
-            args.timeout,
-            "the grid",
-        )
-        grid_runs = [
-            {
-                "experiment_id": m["id"],
-                "params": {k: m["config"][k] for k in grid},
-                "env_steps": m["env_steps"],
-                "score": score(api, m["id"]),
-                "complete": m["status"] == "succeeded",
-            }
-            for m in swept["members"]
-        ]
+        print(f"studies {studies}: {server.url}", flush=True)
+        if sweep is None:
+            grid_runs = json.loads(args.grid_from.read_text())["grid"]["runs"]
+        else:
+            swept = wait(
+                api,
+                f"/sweeps/{sweep.json()['id']}",
+                lambda s: all(m["status"] in ENDED for m in s["members"]),
+                args.timeout,
+                "the grid",
+            )
+            grid_runs = [
+                {
+                    "experiment_id": m["id"],
+                    "params": {k: m["config"][k] for k in grid},
+                    "env_steps": m["env_steps"],
+                    "score": score(api, m["id"]),
+                    "complete": m["status"] == "succeeded",
+                }
+                for m in swept["members"]
+            ]
         results: dict[str, Any] = {}
         for label, study_id in studies.items():
             body = wait(
@@ -230,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
                 "box": args.box,
                 "study_space": space,
                 "budget": args.budget,
+                "methods": methods,
+                "warmup_intervals": args.warmup_intervals,
+                "grid_from": str(args.grid_from) if args.grid_from else None,
                 "trials": args.trials,
                 "grid": {
                     "space": grid,
