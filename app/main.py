@@ -43,6 +43,7 @@ from app.metrics.router import summary_router as metric_summaries
 from app.metrics.service import metrics_message_between
 from app.presets.router import router as presets
 from app.references.router import router as references
+from app.studies.router import experiments_router as study_trials
 from app.studies.router import router as studies
 from app.sweeps.router import router as sweeps
 from trainer.wire import API_PREFIX
@@ -70,6 +71,7 @@ API_ROUTERS: tuple[APIRouter, ...] = (
     evaluations_jobs,
     sweeps,
     studies,
+    study_trials,
     live,
     system.api_router,
 )

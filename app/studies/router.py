@@ -11,12 +11,16 @@ from sqlalchemy.orm import Session
 from app.core.auth import require_api_token
 from app.core.db import run_in_transaction
 from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
-from app.core.params import StudyId
+from app.core.params import ExperimentId, StudyId
 from app.experiments.files import remove_experiment_files
 from app.studies import service
-from app.studies.schemas import StudyBest, StudyCreate, StudyDetail, StudyList
+from app.studies.schemas import StudyBest, StudyCreate, StudyDetail, StudyList, TrialOf
 
 router = APIRouter(prefix="/studies", tags=["studies"], dependencies=[Depends(require_api_token)])
+# Routes about an experiment that only the studies domain can answer.
+experiments_router = APIRouter(
+    prefix="/experiments", tags=["studies"], dependencies=[Depends(require_api_token)]
+)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=StudyDetail)
@@ -85,3 +89,10 @@ def delete_study(study_id: StudyId, session: SessionDep, settings: SettingsDep) 
         remove_experiment_files(settings, experiment_id)  # before the commit, as for one
     session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@experiments_router.get("/{experiment_id}/trial", response_model=TrialOf | None)
+def get_trial_of(experiment_id: ExperimentId, session: SessionDep) -> TrialOf | None:
+    """The study trial this experiment runs (study, trial number, state and note), or null
+    when it is no study's trial; 404 when the experiment does not exist."""
+    return service.trial_of(session, experiment_id)

@@ -181,6 +181,16 @@ class StudyDetail(StudyPublic):
     )
 
 
+class TrialOf(BaseModel):
+    """The study trial an experiment runs (its page links there)."""
+
+    study_id: int
+    study_name: str
+    number: int
+    state: TrialStateName
+    note: str | None
+
+
 class StudyList(BaseModel):
     items: list[StudyPublic]
 

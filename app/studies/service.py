@@ -33,6 +33,7 @@ from app.studies.schemas import (
     StudyCreate,
     StudyDetail,
     StudyPublic,
+    TrialOf,
     TrialPublic,
 )
 from trainer.field_names import config_error_message
@@ -359,3 +360,23 @@ def delete(session: Session, study_id: int) -> list[int]:
     session.flush()
     session.delete(study)
     return list(runs)
+
+
+def trial_of(session: Session, experiment_id: int) -> TrialOf | None:
+    """The trial `experiment_id` runs, or None (most experiments are no study's)."""
+    experiments.require(session, experiment_id)
+    row = session.execute(
+        select(StudyTrial, Study.name)
+        .join(Study, Study.id == StudyTrial.study_id)
+        .where(StudyTrial.experiment_id == experiment_id)
+    ).one_or_none()
+    if row is None:
+        return None
+    trial, name = row
+    return TrialOf(
+        study_id=trial.study_id,
+        study_name=name,
+        number=trial.number,
+        state=trial.state,
+        note=trial.note,
+    )

@@ -263,6 +263,18 @@ def test_a_study_from_the_form_followed_live_to_its_best_trial(
     page.wait_for_timeout(4500)
     assert _fetches(page, study_id) <= seen + 1
 
+    # The pruned trial's run links its study and says what became of the trial.
+    page.locator('tr[data-number="6"] a[href^="#/experiments/"]').click()
+    page.wait_for_url(re.compile(rf"#/experiments/{runs[6]}$"))
+    study_link = page.locator("a.study-link")
+    expect(study_link).to_have_text("trial #6 of study ui study")
+    expect(study_link).to_have_attribute("href", f"#/studies/{study_id}")
+    expect(study_link).to_have_attribute("title", re.compile("^median pruner"))
+    expect(page.locator(".meta")).to_contain_text("trial #6 of study ui study (pruned)")
+    study_link.click()
+    page.wait_for_url(re.compile(rf"#/studies/{study_id}$"))
+    expect(page.locator('tr[data-number="6"]')).to_have_attribute("data-state", "pruned")
+
     # Fork the best trial: the experiment form with its config, its run as the parent.
     page.locator('[data-action="fork-best"]').click()
     page.wait_for_url(re.compile(rf"#/new\?study={study_id}$"))

@@ -110,6 +110,21 @@ def test_a_study_is_stored_and_its_first_trials_are_suggested_by_the_loop(
         assert run["config"]["train_batch_size_per_learner"] == 256  # the base config holds
     events = client.get(f"{API}/experiments/{trials[0]['experiment_id']}/events").json()
     assert events[0]["reason"] == f"trial 0 of study {study['id']}"
+    # A trial's experiment page finds its study; any other experiment finds none.
+    trial_of = client.get(f"{API}/experiments/{trials[1]['experiment_id']}/trial").json()
+    assert trial_of == {
+        "study_id": study["id"], "study_name": "tune", "number": 1, "state": "running",
+        "note": None,
+    }  # fmt: skip
+
+
+def test_an_experiment_that_is_no_trial_has_no_study_and_a_missing_one_is_a_404(
+    client: TestClient, create_experiment: Callable[..., dict[str, Any]]
+) -> None:
+    plain = create_experiment("plain")
+    response = client.get(f"{API}/experiments/{plain['id']}/trial")
+    assert response.status_code == 200 and response.json() is None
+    assert client.get(f"{API}/experiments/999999/trial").status_code == 404
 
 
 def test_the_same_seed_and_history_give_the_same_suggestions(

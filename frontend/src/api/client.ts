@@ -17,7 +17,7 @@ import type {
   ResolvedConfig,
   StopCriteria,
 } from "./types";
-import type { Study, StudyBest, StudyCreate, StudyDetail } from "./studyTypes";
+import type { Study, StudyBest, StudyCreate, StudyDetail, TrialOf } from "./studyTypes";
 import type { SweepCreate, SweepDetail, SweepMetrics, Sweep } from "./sweepTypes";
 
 export const API = "/api/v1";
@@ -149,6 +149,7 @@ export const api = {
   study: (id: number) => request<StudyDetail>("GET", `/studies/${id}`),
   /** The best complete trial and its resolved config (404 while none is complete). */
   studyBest: (id: number) => request<StudyBest>("GET", `/studies/${id}/best`),
+  trialOf: (experimentId: number) => request<TrialOf | null>("GET", `/experiments/${experimentId}/trial`),
   stopStudy: (id: number) => request<StudyDetail>("POST", `/studies/${id}/stop`),
   deleteStudy: (id: number) => request<void>("DELETE", `/studies/${id}`),
   references: (envId: string) => request<ReferenceList>("GET", `/references${query({ env_id: envId })}`),

@@ -15,6 +15,8 @@ export type SamplerSpec = Schemas["SamplerSpec"];
 export type PrunerSpec = Schemas["PrunerSpec"];
 
 export type Trial = Schemas["TrialPublic"];
+/** GET /experiments/{id}/trial: the study trial an experiment runs (null for most). */
+export type TrialOf = Schemas["TrialOf"];
 export type TrialState = Trial["state"];
 
 export type Study = Omit<Schemas["StudyPublic"], "config"> & { config: PPOConfig };

@@ -317,6 +317,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/experiments/{experiment_id}/trial": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Trial Of
+         * @description The study trial this experiment runs (study, trial number, state and note), or null
+         *     when it is no study's trial; 404 when the experiment does not exist.
+         */
+        get: operations["get_trial_of_api_v1_experiments__experiment_id__trial_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/health": {
         parameters: {
             query?: never;
@@ -2399,6 +2420,25 @@ export interface components {
             /** @description running (a member runs) | queued (members wait, none runs) | stopping | succeeded (all did) | stopped (all ended, some stopped) | failed (all ended, some failed, none stopped) */
             status: components["schemas"]["ExperimentStatus"];
         };
+        /**
+         * TrialOf
+         * @description The study trial an experiment runs (its page links there).
+         */
+        TrialOf: {
+            /** Note */
+            note: string | null;
+            /** Number */
+            number: number;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "running" | "pruning" | "complete" | "pruned" | "failed" | "stopped";
+            /** Study Id */
+            study_id: number;
+            /** Study Name */
+            study_name: string;
+        };
         /** TrialPublic */
         TrialPublic: {
             /**
@@ -3153,6 +3193,38 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ExperimentPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_trial_of_api_v1_experiments__experiment_id__trial_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Experiment id. */
+                experiment_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TrialOf"] | null;
                 };
             };
             /** @description Validation Error */

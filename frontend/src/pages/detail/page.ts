@@ -7,6 +7,7 @@ import { api, ApiError } from "../../api/client";
 import { ExperimentFeed } from "../../api/feed";
 import type { Experiment, StopCriteria } from "../../api/types";
 import { FINISHED } from "../../api/types";
+import type { TrialOf } from "../../api/studyTypes";
 import { trackStream, untrackStream } from "../../ui/conn";
 import { clear, el, setText } from "../../ui/dom";
 import { progressBar, updateProgress } from "../../ui/progress";
@@ -27,6 +28,8 @@ const REFRESH_MS = 2000;
 export function mountDetail(root: HTMLElement, id: number): () => void {
   document.title = `Experiment ${id} · Rollout`;
   let exp: Experiment | null = null;
+  let trial: TrialOf | null = null; // the study trial it runs, if any
+  let trialRetries = 0;
   let closed = false;
 
   const title = el("h1", {}, `Experiment ${id}`);
@@ -134,6 +137,11 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
     if (e.sweep_id) {
       meta.append(" · ", el("a", { class: "sweep-link", href: `#/sweeps/${e.sweep_id}` }, `member of sweep ${e.sweep_id}`));
     }
+    if (trial) {
+      const link = el("a", { class: "study-link", href: `#/studies/${trial.study_id}` }, `trial #${trial.number} of study ${trial.study_name}`);
+      if (trial.note) link.title = trial.note;
+      meta.append(" · ", link, trial.state === "running" ? "" : ` (${trial.state})`);
+    }
     updateProgress(bar, exp);
     renderStats(stats, exp);
     renderNotes(notesBox, exp);
@@ -146,9 +154,29 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
       const envId = e.config.env_id;
       if (typeof envId === "string") charts.setEnv(envId).catch(showNotice);
     }
+    if (previous === undefined || previous !== e.status) void refreshTrial();
     if (previous !== undefined && previous !== e.status) {
       void refreshCheckpoints();
       markEmptyCharts();
+    }
+  }
+
+  /** The study trial it runs, if any: shown in the meta line, refreshed as its status moves
+   * (a pruned run's trial says `pruned` once the study has settled it). */
+  async function refreshTrial(): Promise<void> {
+    try {
+      const found = await api.trialOf(id);
+      if (closed) return;
+      // The study settles an ended run's trial on its next tick: ask once more shortly.
+      const unsettled = found !== null && (found.state === "running" || found.state === "pruning");
+      if (unsettled && exp && FINISHED.has(exp.status) && trialRetries++ < 5) {
+        setTimeout(() => void refreshTrial(), 2000);
+      }
+      if (JSON.stringify(found) === JSON.stringify(trial)) return;
+      trial = found;
+      if (exp) applyExperiment(exp);
+    } catch (e) {
+      if (!closed) showNotice(e);
     }
   }
 
