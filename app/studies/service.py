@@ -142,6 +142,10 @@ def _follow(
         return True, False
     if run.status in (S.pending, S.queued):
         return False, False
+    reached_mark = (run.env_steps or 0) // study.interval_env_steps * study.interval_env_steps
+    last_mark = max((int(k) for k in trial.intermediate or {}), default=0)
+    if not run.status.is_finished and last_mark and reached_mark <= last_mark:
+        return False, False  # no new interval since the last tick: nothing to read
     series = objective.points(session, run.id, goal.metric)
     reached = objective.intermediate(series, goal, study.interval_env_steps, run.env_steps or 0)
     stored = {str(k): v for k, v in reached.items()}
