@@ -41,6 +41,24 @@ class TrainBatch:
     def __len__(self) -> int:
         return len(self.logp)
 
+    def split(self, perm: torch.Tensor, sizes: list[int]) -> list[TrainBatch]:
+        """Minibatches of `sizes` rows taken in the order of `perm` (a CPU index tensor with at
+        least sum(sizes) rows), gathered on the batch's device."""
+        index = perm[: sum(sizes)].to(self.logp.device)
+        columns = [getattr(self, f.name) for f in dataclasses.fields(self)]  # no deep copy
+        return [
+            TrainBatch(*(t.index_select(0, idx) for t in columns)) for idx in index.split(sizes)
+        ]
+
+    def standardized(self) -> TrainBatch:
+        """The batch with its advantages standardised as SB3's and CleanRL's PPO do per
+        minibatch: (A - mean) / (std + 1e-8), torch's unbiased std; one row is left as is
+        (SB3's guard, its issue #325)."""
+        adv = self.advantages
+        if len(adv) < 2:
+            return self
+        return dataclasses.replace(self, advantages=(adv - adv.mean()) / (adv.std() + 1e-8))
+
 
 def build_train_batch(
     chunks: Sequence[EpisodeChunk],

@@ -23,64 +23,17 @@ def set_cpu_threads(n: int) -> None:
     """Threads for CPU math in this process: n for torch's pool, one for numpy's BLAS.
 
     The numpy paths (the policy, the hand-written step) do their wide matmuls through torch
-    (hand_grad._matmul), so one pool is enough, and two would fight: OpenBLAS's idle workers
-    spin for as long as calls keep coming (through a whole sampling phase), and with both
-    pools at two threads on two cores the HalfCheetah minibatch step took 8.4 ms instead of
-    0.8, and at random twice its time even with OpenBLAS's threads limited to its SGD phase.
-    torch's OpenMP workers sleep soon after their last parallel region. OpenBLAS would also
-    start one thread per core of the machine, not of the CPUs Ray reserved for an actor."""
+    (trainer/fast/hand_grad.py `_matmul`), so one pool is enough, and two would fight:
+    OpenBLAS's idle workers spin for as long as calls keep coming (through a whole sampling
+    phase), and with both pools at two threads on two cores the HalfCheetah minibatch step took
+    8.4 ms instead of 0.8, and at random twice its time even with OpenBLAS's threads limited to
+    its SGD phase. torch's OpenMP workers sleep soon after their last parallel region. OpenBLAS
+    would also start one thread per core of the machine, not of the CPUs Ray reserved for an
+    actor."""
     from threadpoolctl import threadpool_limits
 
     torch.set_num_threads(n)
     threadpool_limits(1, user_api="blas")
-
-
-class ThreadChoice:
-    """Whether one torch thread or `n` runs SGD faster, measured epoch by epoch as a run goes.
-
-    Why measured: whether a second thread pays changes with the machine, and on a shared
-    machine with its load. On one two-core virtual machine two threads took HalfCheetah's
-    64 x 256 x 256 products from 90 to 55 us in one measurement and not at all (88 us) in
-    another, when a two-thread SGD phase took 270 ms against one thread's 150 (its threads wait
-    on each other); with a third process on the two cores a two-thread epoch took a hundred
-    times longer. So the options are timed on whole epochs: each in turn at first, then the
-    faster one, with the slower one timed again after `recheck` epochs, an interval that doubles
-    (up to `max_recheck`) every time it is still the slower. The numbers are the same either
-    way: the products split their output rows between threads, not their sums
-    (tests/trainer/test_hand_grad.py checks this).
-    """
-
-    def __init__(self, n: int, recheck: int = 64, max_recheck: int = 4096) -> None:
-        self.options = (1, n) if n > 1 else (1,)
-        self.recheck, self.max_recheck = recheck, max_recheck
-        self.interval = recheck  # epochs until the slower option is timed again
-        self.seconds: dict[int, float] = {}  # last seconds per minibatch step, by threads
-        self.best = 1
-        self.since = 0  # epochs since the slower option was last timed
-
-    def pick(self) -> int:
-        untried = [k for k in self.options if k not in self.seconds]
-        if untried:
-            return untried[0]
-        if len(self.options) > 1 and self.since >= self.interval:
-            return next(k for k in self.options if k != self.best)
-        return self.best
-
-    def record(self, threads: int, seconds_per_step: float) -> None:
-        first_round = len(self.seconds) < len(self.options)
-        self.seconds[threads] = seconds_per_step
-        if len(self.seconds) < len(self.options):
-            return
-        best = min(self.options, key=self.seconds.__getitem__)
-        if not first_round and threads != self.best and best == self.best:
-            # A recheck of the slower option found it slower still: look again less often.
-            self.interval = min(self.interval * 2, self.max_recheck)
-        elif first_round or best != self.best:  # a first choice, or a changed one
-            self.interval = self.recheck
-        else:
-            self.since += 1
-            return
-        self.best, self.since = best, 0
 
 
 def learner_device(config: PPOConfig) -> torch.device:

@@ -1,10 +1,10 @@
 """EnvRunner: steps a vector env with an inference-only policy and returns episode chunks.
 
 It only acts: actions, their log-probs and distribution inputs. Values, bootstrapping and GAE
-are the Learner's job (RLlib new API stack, PR #42272). An MLP policy on a CPU acts through
-trainer/numpy_policy.py (the same forward pass and draws in numpy, from the runner's own
-generator, `rng`); a CNN or a GPU through the torch module. A plain class: `ray.remote` is applied
-once, in env_runner_group.py, and serial mode uses it as is.
+are the Learner's job (RLlib new API stack, PR #42272). It acts through the policy
+trainer/policy.py chooses: for an MLP on a CPU the numpy one (the same forward pass and draws,
+from the runner's own generator, `rng`), for a CNN or a GPU the torch module. A plain class:
+`ray.remote` is applied once, in env_runner_group.py, and serial mode uses it as is.
 
 Recording: every sample() call fills preallocated [K, N] numpy buffers (K vector steps, N
 sub-envs) and slices them into EpisodeChunks at the end; no per-step Python dicts. The buffers
@@ -41,11 +41,11 @@ import torch
 from trainer import distributions
 from trainer.config import PPOConfig
 from trainer.connectors import build_env_to_learner, build_env_to_module, build_module_to_env
-from trainer.devices import HostToDevice, StepOutputs, inference_device, set_cpu_threads
+from trainer.devices import StepOutputs, inference_device, set_cpu_threads
 from trainer.envs import env_threads, make_vector_env, observation_space, runner_seed
 from trainer.episode import EpisodeChunk
 from trainer.module import PPOModule
-from trainer.numpy_policy import NumpyPolicy
+from trainer.policy import SDENoise, make_policy
 
 
 @dataclass(frozen=True)
@@ -176,13 +176,7 @@ class EnvRunner:
         self.module.eval()
         # The actions' own random stream (the numpy policy's draws), apart from the env resets'.
         self.rng = np.random.default_rng([self._seed, _ACTION_STREAM])
-        self._np_policy = (
-            NumpyPolicy(self.module, self.rng)
-            if NumpyPolicy.supports(self.module, self.device)
-            else None
-        )
         set_cpu_threads(cpu_threads)
-        self._to_device = HostToDevice(self.device)
         self._on_gpu = self.device.type == "cuda"
         # Sampling gets its own stream: with overlap, its small kernels and copies would
         # otherwise wait behind the Learner's queued SGD kernels on the default stream.
@@ -194,7 +188,14 @@ class EnvRunner:
             if isinstance(self.action_space, gym.spaces.Box)
             else np.zeros(1, np.int64)
         )
-        self._outputs = StepOutputs(self.num_envs, self._action_example, self._dist_dim)
+        self.policy = make_policy(
+            self.module,
+            self.device,
+            self.rng,
+            outputs=StepOutputs(self.num_envs, self._action_example, self._dist_dim),
+            stream=self._stream,
+            pinned=self._on_gpu,  # the observation buffers are pinned on a GPU
+        )
         self.weights_version = -1
         # Per-slot episode state, carried across sample() calls.
         n = self.num_envs
@@ -203,8 +204,8 @@ class EnvRunner:
         self._ep_ids = [uuid.uuid4().hex for _ in range(n)]
         self._ep_t = np.zeros(n, np.int64)  # steps already taken in the slot's episode
         self._ep_return = np.zeros(n, np.float64)
-        # [N, hidden, A] gSDE exploration matrices (numpy with the numpy policy)
-        self._sde_noise: torch.Tensor | np.ndarray | None = None
+        # [N, hidden, A] gSDE exploration matrices, in the policy's form
+        self._sde_noise: SDENoise | None = None
 
     # --- weights and connector state -----------------------------------------------------------
     def set_weights(
@@ -222,8 +223,7 @@ class EnvRunner:
         if version <= self.weights_version:
             return False
         self.module.load_inference_state_dict(weights)
-        if self._np_policy is not None:
-            self._np_policy.sync()
+        self.policy.sync()
         self.weights_version = version
         return True
 
@@ -307,33 +307,16 @@ class EnvRunner:
         freq = self.config.sde_sample_freq
         return k == 0 or (freq > 0 and k % freq == 0)
 
-    def new_sde_noise(self, n: int) -> torch.Tensor | np.ndarray:
+    def new_sde_noise(self, n: int) -> SDENoise:
         """Fresh gSDE exploration matrices for n sub-envs."""
-        if self._np_policy is not None:
-            return self._np_policy.sde_noise(n)
-        return self.module.sde_noise(n)
+        return self.policy.sde_noise(n)
 
     def _act(self, buf: _Buffers, k: int, explore: bool) -> np.ndarray:
         """The policy on row k of the observations: fills actions, logp and dist inputs of
         step k and returns the actions as sampled."""
-        if self._np_policy is not None:
-            actions_np, buf.logp[k], buf.dist_inputs[k] = self._np_policy.sample(
-                buf.obs[k],
-                explore,
-                self._sde_noise,  # type: ignore[arg-type]
-            )
-            buf.actions[k] = actions_np
-            return actions_np
-        obs = self._to_device(buf.obs[k], pinned=self._on_gpu)
-        actions, logp, dist_inputs = self.module.sample(obs, explore, self._sde_noise)
-        if self._on_gpu:  # one device -> host copy for the three
-            actions_np, buf.logp[k], buf.dist_inputs[k] = self._outputs.fetch(
-                actions, logp, dist_inputs, self._stream
-            )
-        else:
-            actions_np = actions.numpy()  # [N, *action] as sampled
-            buf.logp[k] = logp.numpy()
-            buf.dist_inputs[k] = dist_inputs.numpy()
+        actions_np, buf.logp[k], buf.dist_inputs[k] = self.policy.sample(
+            buf.obs[k], explore, self._sde_noise
+        )
         buf.actions[k] = actions_np
         return actions_np
 

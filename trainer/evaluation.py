@@ -28,15 +28,15 @@ class Policy:
     """The inference module + its observation connectors (filter stats frozen).
 
     `act(obs)` takes ONE observation of the env and returns the action to send it; call
-    `reset()` at every episode start (frame stacking starts from zeros). An MLP policy acts
-    through the EnvRunners' numpy path (`numpy_policy`), anything else through the module.
+    `reset()` at every episode start (frame stacking starts from zeros). It acts through the
+    policy the EnvRunners would (trainer/policy.py `make_policy`).
     """
 
     config: PPOConfig
     module: Any  # PPOModule, inference-only
     env_to_module: Any  # EnvToModulePipeline for one env
     module_to_env: Any  # ModuleToEnvPipeline
-    numpy_policy: Any = None  # NumpyPolicy, where it supports the module
+    acting: Any  # trainer.policy.ActingPolicy over `module`
     _first: bool = True
 
     def reset(self) -> None:
@@ -44,18 +44,12 @@ class Policy:
 
     def seed(self, seed: int) -> None:
         """Seed the draws of a stochastic evaluation."""
-        torch.manual_seed(seed)
-        if self.numpy_policy is not None:
-            self.numpy_policy.rng = np.random.default_rng(seed)
+        self.acting.seed(seed)
 
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
         batch = self.env_to_module(np.asarray(obs)[None], np.array([self._first]))  # [1, *obs]
         self._first = False
-        if self.numpy_policy is not None:
-            actions = self.numpy_policy.sample(batch, explore=not deterministic)[0]
-        else:
-            actions = self.module.sample(torch.from_numpy(batch), explore=not deterministic)[0]
-            actions = actions.numpy()
+        actions = self.acting.sample(batch, explore=not deterministic)[0]
         return self.module_to_env(actions)[0]
 
 
@@ -63,7 +57,7 @@ def load_policy(path: str | Path) -> Policy:
     from trainer.connectors import build_env_to_module, build_module_to_env
     from trainer.envs import env_spaces
     from trainer.module import PPOModule
-    from trainer.numpy_policy import NumpyPolicy
+    from trainer.policy import make_policy
 
     config, state = load(Path(path))
     obs_space, action_space = env_spaces(config.env_id, config.env_config)
@@ -75,12 +69,8 @@ def load_policy(path: str | Path) -> Policy:
     module = PPOModule(env_to_module.output_space, action_space, config.model, inference_only=True)
     module.load_inference_state_dict(_module_weights(state["learner"]))
     module.eval()
-    numpy_policy = (
-        NumpyPolicy(module, np.random.default_rng(config.seed))
-        if NumpyPolicy.supports(module, torch.device("cpu"))
-        else None
-    )
-    return Policy(config, module, env_to_module, build_module_to_env(action_space), numpy_policy)
+    acting = make_policy(module, torch.device("cpu"), np.random.default_rng(config.seed))
+    return Policy(config, module, env_to_module, build_module_to_env(action_space), acting)
 
 
 def _module_weights(learner_state: dict[str, Any]) -> dict[str, torch.Tensor]:

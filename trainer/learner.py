@@ -1,11 +1,9 @@
 """PPOLearner: one update = train batch (value pass + GAE) -> num_epochs x shuffled minibatches.
 
-Loss per minibatch (Schulman et al. 2017):
-    ratio    = exp(logp_new - logp_old)
-    policy   = -mean(min(A * ratio, A * clip(ratio, 1 - clip_param, 1 + clip_param)))   # eq. 7
-    vf       = mean((V - target)^2), or with vf_clip_param the PPO2 / CleanRL form
-               mean(max((V - target)^2, (V_old + clip(V - V_old, -c, c) - target)^2))
-    total    = policy + vf_loss_coeff * vf - entropy_coeff * entropy + kl_coeff * KL(old || new)
+The loss is trainer/losses.py's. Each minibatch step runs on the Learner's SGD step
+(trainer/sgd_step.py: autograd, or the hand-written one for MLPs on a CPU), chosen once at
+construction; the epoch loop around it is this module's, the same for both.
+
 The KL coefficient adapts once per update on the update's mean KL (RLlib's rule, on the mean
 rather than RLlib's last minibatch): > 2 * kl_target -> x1.5, < kl_target / 2 -> x0.5.
 kl_coeff = 0 disables the penalty entirely. With lr_schedule "kl_adaptive" the learning rate
@@ -17,16 +15,14 @@ Runs alone (world_size 1) or as one rank of a torch DDP group that the caller ha
 identical, and every rank takes the same number of minibatch steps (derived from the config, not
 from the shard size).
 
-Axes: B real timesteps of this Learner's shard, M minibatch rows, D dist_inputs width.
+Axes: B real timesteps of this Learner's shard.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import time
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,24 +34,15 @@ from torch import nn
 
 from trainer.batch import TrainBatch, build_train_batch
 from trainer.config import MAX_ADAPTIVE_LR, MIN_ADAPTIVE_LR, PPOConfig
-from trainer.devices import (
-    HostStaging,
-    ThreadChoice,
-    forward_autocast,
-    set_cpu_threads,
-    set_matmul_precision,
-)
+from trainer.devices import HostStaging, set_cpu_threads, set_matmul_precision
 from trainer.episode import EpisodeChunk
-from trainer.hand_grad import HandGradStep, NumpyBatch
 from trainer.module import PPOModule
-from trainer.optim import EagerAdam, FlatAdam, FlatParameters
+from trainer.sgd_step import StepKind, make_sgd_step
 
 # Image batches: bound the rows of one value forward pass (B+K frames of 84x84x4 as float32
 # would need gigabytes at once). On a CPU, passes of 256 rows keep the conv activations in cache:
 # 2-2.5x faster per row than 2048 (docs/benchmarks.md, Atari); a GPU wants the larger passes.
 _IMAGE_VALUE_ROWS = {"cpu": 256, "cuda": 2048}
-# Adam eps as in CleanRL / SB3's PPO (torch's 1e-8 is less stable with tiny gradients).
-_ADAM_EPS = 1e-5
 
 
 @dataclass(frozen=True)
@@ -106,16 +93,6 @@ def minibatch_sizes(n: int, minibatch_size: int, num_minibatches: int) -> list[i
     return [rows // num_minibatches + (i < rows % num_minibatches) for i in range(num_minibatches)]
 
 
-def standardized_advantages(mb: TrainBatch) -> TrainBatch:
-    """The minibatch with its advantages standardised as SB3's and CleanRL's PPO do per
-    minibatch: (A - mean) / (std + 1e-8), torch's unbiased std; one row is left as is (SB3's
-    guard, its issue #325)."""
-    adv = mb.advantages
-    if len(adv) < 2:
-        return mb
-    return dataclasses.replace(mb, advantages=(adv - adv.mean()) / (adv.std() + 1e-8))
-
-
 def adapt_kl_coeff(kl_coeff: float, kl: float, kl_target: float) -> float:
     """RLlib's adaptive KL rule; 0 stays 0 (penalty disabled)."""
     if kl > 2.0 * kl_target:
@@ -142,55 +119,6 @@ def explained_variance(values: torch.Tensor, targets: torch.Tensor) -> float:
     return float(1.0 - (targets - values).var(unbiased=False) / var_t)
 
 
-def ppo_losses(
-    module_out: tuple[torch.Tensor, torch.Tensor],
-    mb: TrainBatch,
-    config: PPOConfig,
-    action_dist: Any,
-    kl_coeff: float = 0.0,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(policy_loss, vf_loss, entropy, kl, clip_fraction), all scalars, for one minibatch.
-
-    entropy and kl carry gradients only when their coefficient is positive.
-    """
-    dist_inputs, values = module_out  # [M, D], [M]
-    logp = action_dist.logp(dist_inputs, mb.actions)  # [M]
-    ratio = torch.exp(logp - mb.logp)
-    adv = mb.advantages
-    clipped = ratio.clamp(1.0 - config.clip_param, 1.0 + config.clip_param)
-    policy_loss = -torch.minimum(adv * ratio, adv * clipped).mean()
-    vf_err = (values - mb.value_targets).square()
-    if config.vf_clip_param is not None:
-        c = config.vf_clip_param
-        v_clipped = mb.values + (values - mb.values).clamp(-c, c)
-        vf_err = torch.maximum(vf_err, (v_clipped - mb.value_targets).square())
-    vf_loss = vf_err.mean()
-    # Terms with a zero weight are only reported: computing them without autograd keeps them out
-    # of the backward pass (a measurable share of a small network's step).
-    with torch.set_grad_enabled(torch.is_grad_enabled() and config.entropy_coeff > 0.0):
-        entropy = action_dist.entropy(dist_inputs).mean()
-    with torch.set_grad_enabled(torch.is_grad_enabled() and kl_coeff > 0.0):
-        kl = action_dist.kl(mb.dist_inputs, dist_inputs).mean()
-    with torch.no_grad():
-        clip_fraction = ((ratio - 1.0).abs() > config.clip_param).float().mean()
-    return policy_loss, vf_loss, entropy, kl, clip_fraction
-
-
-def total_loss(
-    policy_loss: torch.Tensor,
-    vf_loss: torch.Tensor,
-    entropy: torch.Tensor,
-    kl: torch.Tensor,
-    config: PPOConfig,
-    kl_coeff: float,
-) -> torch.Tensor:
-    """The scalar that is differentiated; the KL term is left out entirely when kl_coeff is 0."""
-    loss = policy_loss + config.vf_loss_coeff * vf_loss - config.entropy_coeff * entropy
-    if kl_coeff > 0.0:
-        loss = loss + kl_coeff * kl
-    return loss
-
-
 class PPOLearner:
     """Holds the full PPOModule and its optimizer; `update()` is the whole learning step."""
 
@@ -203,9 +131,10 @@ class PPOLearner:
         device: str | torch.device = "cpu",
         rank: int = 0,
         world_size: int = 1,
-        hand_grad: bool = True,
+        sgd_step: StepKind = "auto",
     ) -> None:
-        """hand_grad=False keeps autograd even where the hand-written step applies (tests)."""
+        """`sgd_step` names the SGD step implementation (trainer/sgd_step.py); "auto" takes
+        the hand-written one where it applies."""
         torch.set_num_threads(config.torch_num_threads)  # the initial weights as always
         self.config = config
         self.device = torch.device(device)
@@ -216,30 +145,24 @@ class PPOLearner:
             module = PPOModule(observation_space, action_space, config.model)
         self.module = module.to(self.device)
         set_matmul_precision(self.device, config.learner_precision)
-        self._train_module: nn.Module = self.module
+        train_module: nn.Module = self.module
         if world_size > 1:
             # Broadcasts rank 0's weights at construction; all-reduces gradients in backward().
-            self._train_module = nn.parallel.DistributedDataParallel(
+            train_module = nn.parallel.DistributedDataParallel(
                 self.module, device_ids=[self.device.index] if self.device.type == "cuda" else None
             )
         self._image_obs = len(observation_space.shape) == 3
         self._staging = HostStaging(self.device)  # the batch's observations, kept across updates
-        # Small MLPs on a CPU: the same gradients and the same Adam without autograd's and the
-        # optimizer's per-operation and per-tensor overhead.
-        self._flat: FlatParameters | None = None
-        self._hand_step: HandGradStep | None = None
-        if hand_grad and HandGradStep.supports(self.module, config, self.device, world_size):
-            self._flat = FlatParameters(list(self.module.parameters()))
-            self._hand_step = HandGradStep(self.module, config)
-            self._adam = FlatAdam(self._flat, lr=config.lr, eps=_ADAM_EPS)
-            self.optimizer: EagerAdam = self._adam
-        else:
-            self.optimizer = EagerAdam(
-                self.module.parameters(), lr=config.lr, eps=_ADAM_EPS, fused=True
-            )
+        self.sgd_step = make_sgd_step(
+            sgd_step,
+            self.module,
+            config,
+            self.device,
+            world_size=world_size,
+            train_module=train_module,
+        )
+        self.optimizer = self.sgd_step.optimizer
         set_cpu_threads(config.torch_num_threads)
-        # Threads of a hand-written SGD epoch: 1 or torch_num_threads, whichever is faster.
-        self._threads = ThreadChoice(config.torch_num_threads)
         self.kl_coeff = config.kl_coeff
         self.adaptive_lr = config.lr  # lr_schedule kl_adaptive: where the schedule stands
         self.num_updates = 0
@@ -298,12 +221,8 @@ class PPOLearner:
             time_sgd_s=time.perf_counter() - t1,
         )
 
-    def _autocast(self) -> AbstractContextManager[None]:
-        return forward_autocast(self.device, self.config.learner_precision)
-
     def _values(self, obs: torch.Tensor) -> torch.Tensor:
-        with self._autocast():
-            return self.module.values(obs).float()
+        return self.sgd_step.values(obs)
 
     @property
     def num_minibatches(self) -> int:
@@ -344,97 +263,37 @@ class PPOLearner:
         return sizes, -(-sum(sizes) // n)
 
     def _sgd(self, batch: TrainBatch) -> torch.Tensor:
-        """num_epochs passes of shuffled minibatches; returns per-stat sums over all steps."""
-        if self._hand_step is not None:
-            return self._hand_sgd(NumpyBatch.of(batch))
+        """num_epochs passes of shuffled minibatches through the SGD step; returns the [6]
+        per-stat sums over all steps (5 losses, the grad norm)."""
         cfg = self.config
-        params = list(self.module.parameters())
-        max_norm = cfg.grad_clip if cfg.grad_clip is not None else float("inf")
-        sums = torch.zeros(6, device=self.device)  # stays on the device: no sync per step
-        n = len(batch)
-        columns = [getattr(batch, f.name) for f in dataclasses.fields(batch)]  # no deep copy
+        step = self.sgd_step
+        data = step.prepare(batch)
+        n = len(data)
         sizes, reps = self._epoch_sizes(n)
         # One minibatch of exactly the whole batch: its loss is a mean over all rows, so the
         # shuffle cannot change it; skip the gathers (seven copies of the batch per epoch).
         whole = sizes == [n]
         per_minibatch = cfg.normalize_advantages and cfg.normalize_advantages_over == "minibatch"
         if whole and per_minibatch:  # the one minibatch is the batch: standardise it once
-            batch = standardized_advantages(batch)
+            data = data.standardized()
+        sums = step.new_sums()
         for _ in range(cfg.num_epochs):
             if whole:
-                minibatches = [batch]
+                minibatches = [data]
             else:
-                perm = torch.randperm(n, generator=self._rng).to(self.device)
+                perm = torch.randperm(n, generator=self._rng)
                 if reps > 1:
                     perm = perm.repeat(reps)
-                minibatches = [
-                    TrainBatch(*(t.index_select(0, idx) for t in columns))
-                    for idx in perm[: sum(sizes)].split(sizes)
-                ]
-                if per_minibatch:
-                    minibatches = [standardized_advantages(mb) for mb in minibatches]
-            for mb in minibatches:
-                losses = self._gradients(mb)  # [5], the gradients left in param.grad
-                grad_norm = nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
-                self.optimizer.step()
-                sums[:5] += losses
-                sums[5] += grad_norm
-                self._adapt_lr(losses[3])
-        return sums
-
-    def _hand_sgd(self, batch: NumpyBatch) -> torch.Tensor:
-        """_sgd on the hand-written step: the same epochs, shuffles (the same generator) and
-        minibatches, in numpy over views of the batch; Adam over the flat buffers. Each epoch
-        runs on the torch threads `ThreadChoice` picks and times."""
-        cfg = self.config
-        assert self._hand_step is not None and self._flat is not None
-        max_norm = cfg.grad_clip if cfg.grad_clip is not None else float("inf")
-        sums = np.zeros(6)
-        n = len(batch)
-        sizes, reps = self._epoch_sizes(n)
-        whole = sizes == [n]
-        per_minibatch = cfg.normalize_advantages and cfg.normalize_advantages_over == "minibatch"
-        if whole and per_minibatch:
-            batch = batch.standardized()
-        bounds = np.cumsum([0, *sizes])
-        for _ in range(cfg.num_epochs):
-            if whole:
-                minibatches = [batch]
-            else:
-                perm = torch.randperm(n, generator=self._rng).numpy()
-                if reps > 1:
-                    perm = np.tile(perm, reps)
-                minibatches = [batch.rows(perm[a:b]) for a, b in itertools.pairwise(bounds)]
+                minibatches = data.split(perm, sizes)
                 if per_minibatch:
                     minibatches = [mb.standardized() for mb in minibatches]
-            threads = self._threads.pick()
-            torch.set_num_threads(threads)
-            t0 = time.perf_counter()
-            for mb in minibatches:
-                losses = self._hand_step.step(mb)
-                sums[:5] += losses
-                sums[5] += self._flat.clip_grad_norm_(max_norm)
-                self._adam.update()
-                self._adapt_lr(float(losses[3]))
-            self._threads.record(threads, (time.perf_counter() - t0) / len(minibatches))
-        return torch.from_numpy(sums).float()
-
-    def _gradients(self, mb: TrainBatch) -> torch.Tensor:
-        """Leave the PPO loss's gradients in param.grad; (policy_loss, vf_loss, entropy, kl,
-        clip_fraction) of the minibatch as a [5] tensor."""
-        if self._hand_step is not None:
-            return torch.from_numpy(self._hand_step.step(mb)).float()
-        cfg = self.config
-        with self._autocast():
-            dist_inputs, values = self._train_module(mb.obs)
-        out = dist_inputs.float(), values.float()  # log-probs and losses in fp32
-        policy_loss, vf_loss, entropy, kl, clip_fraction = ppo_losses(
-            out, mb, cfg, self.module.dist, self.kl_coeff
-        )
-        loss = total_loss(policy_loss, vf_loss, entropy, kl, cfg, self.kl_coeff)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        return torch.stack([policy_loss, vf_loss, entropy, kl, clip_fraction]).detach()
+            with step.epoch(len(minibatches)):
+                for mb in minibatches:
+                    losses, grad_norm = step(mb, self.kl_coeff)
+                    sums[:5] += losses
+                    sums[5] += grad_norm
+                    self._adapt_lr(losses[3])
+        return torch.as_tensor(sums).float()
 
     # --- weights and state ---------------------------------------------------------------------
     def get_inference_weights(self) -> dict[str, np.ndarray]:

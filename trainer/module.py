@@ -23,56 +23,17 @@ from collections.abc import Mapping
 import gymnasium as gym
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from trainer import distributions
 from trainer.config import ModelConfig
 from trainer.obs_layout import image_layout
 
-# Below this many elements torch's own tanh is cheaper than the autograd.Function call: forward
-# + backward on one thread cross over near 512 x 64 (a 64 x 64 minibatch, as rl-zoo's MuJoCo and
-# Pendulum entries use, is ~40 % slower through the Function).
-_FAST_TANH_MIN_NUMEL = 32768
-
-
-class _SigmoidTanh(torch.autograd.Function):
-    """tanh as 2 * sigmoid(2x) - 1, with tanh's own backward (grad * (1 - y^2))."""
-
-    @staticmethod
-    def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor) -> torch.Tensor:
-        y = torch.sigmoid(x * 2.0).mul_(2.0).sub_(1.0)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> torch.Tensor:
-        (y,) = ctx.saved_tensors
-        return torch.ops.aten.tanh_backward(grad, y)
-
-
-class Tanh(nn.Module):
-    """tanh, computed as 2 * sigmoid(2x) - 1 on large batches (the same function, ~1e-7 apart).
-
-    torch's CPU tanh kernel is ~9x slower than its sigmoid (about 70 us against 8 us for a
-    512 x 64 batch on one AVX-512 thread): four tanh layers were the largest single cost of a
-    CartPole SGD step; this form halves their forward + backward time. Parameter-free, so state
-    dicts are the same as with nn.Tanh.
-    """
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.numel() < _FAST_TANH_MIN_NUMEL:
-            return torch.tanh(x)
-        if torch.is_grad_enabled() and x.requires_grad:
-            return _SigmoidTanh.apply(x)
-        return torch.sigmoid(x * 2.0).mul_(2.0).sub_(1.0)
-
-
-_ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": Tanh, "relu": nn.ReLU}
+_ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
 # Nature CNN kernels/strides; layers beyond the third use 3x3 stride 1.
 _CNN_KERNELS: tuple[tuple[int, int], ...] = ((8, 4), (4, 2), (3, 1))
 _CRITIC_PREFIXES = ("vf_encoder.", "vf_head.")
-_SDE_EPS = 1e-6
+SDE_EPS = 1e-6  # gSDE: added to the action variance before its log (SB3's epsilon)
 
 
 def _init(layer: nn.Module, gain: float, ortho: bool) -> nn.Module:
@@ -102,17 +63,16 @@ class MLPEncoder(nn.Module):
             width = h
         self.net = nn.Sequential(*layers)  # the state dict's layout ("net.0.weight", ...)
         self.out_dim = width
-        self._linears = [m for m in layers if isinstance(m, nn.Linear)]
-        self._activation = layers[1] if layers else None
+        self.activation = model.activation
+
+    @property
+    def linears(self) -> list[nn.Linear]:
+        """The Linear layers in order (what the fast paths read the weights from)."""
+        return [m for m in self.net if isinstance(m, nn.Linear)]
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        # The layers called directly, not through nn.Sequential: each Module call costs a few
-        # microseconds, as much as the layer's own work on a 16-row inference batch.
         x = obs if obs.dtype == torch.float32 else obs.to(torch.float32)
-        act = self._activation
-        for linear in self._linears:
-            x = act.forward(F.linear(x, linear.weight, linear.bias))  # type: ignore[union-attr]
-        return x
+        return self.net(x)
 
 
 class CNNEncoder(nn.Module):
@@ -215,7 +175,7 @@ class PPOModule(nn.Module):
             # with variance latent^2 @ std^2 per action (SB3's StateDependentNoiseDistribution:
             # the latent is detached, epsilon 1e-6 under the square root).
             variance = emb.detach().square() @ self.log_std.exp().square()  # [B, A]
-            return torch.cat([out, 0.5 * torch.log(variance + _SDE_EPS)], dim=-1)
+            return torch.cat([out, 0.5 * torch.log(variance + SDE_EPS)], dim=-1)
         return torch.cat([out, self.log_std.expand_as(out)], dim=-1)  # [B, 2A]
 
     def dist_inputs(self, obs: torch.Tensor) -> torch.Tensor:

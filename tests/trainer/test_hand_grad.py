@@ -1,7 +1,9 @@
-"""The hand-written PPO step computes autograd's gradients; FlatAdam is torch's Adam.
+"""The hand-written PPO step computes autograd's gradients; FlatAdam is torch's Adam; the fast
+value pass is PPOModule.values; the reference loss reads only the config fields the
+hand-written step implements.
 
 Each case builds two Learners from one seed (same initial weights), one on the hand-written
-path and one on autograd, and compares every parameter's gradient and every reported loss on a
+step and one on autograd, and compares every parameter's gradient and every reported loss on a
 minibatch whose ratios and value errors straddle their clip ranges (so each branch of the
 clipped objectives carries rows).
 """
@@ -18,11 +20,14 @@ import torch
 
 from trainer.batch import TrainBatch
 from trainer.config import ModelConfig, PPOConfig
-from trainer.devices import ThreadChoice
-from trainer.hand_grad import _TORCH_MATMUL_MIN, NumpyBatch
+from trainer.fast.flat_adam import FlatAdam, FlatParameters
+from trainer.fast.hand_grad import LOSS_FIELDS, TORCH_MATMUL_MIN, supports
+from trainer.fast.threads import ThreadChoice
+from trainer.fast.values import _SIGMOID_FORM_MIN_NUMEL, MLPValues, _tanh_
 from trainer.learner import PPOLearner
-from trainer.module import _FAST_TANH_MIN_NUMEL
-from trainer.optim import EagerAdam, FlatAdam, FlatParameters
+from trainer.losses import ppo_losses, total_loss
+from trainer.module import PPOModule
+from trainer.optim import EagerAdam
 
 OBS = gym.spaces.Box(-1.0, 1.0, (5,), np.float32)
 ACTIONS = {
@@ -31,7 +36,7 @@ ACTIONS = {
     "gsde": gym.spaces.Box(-1.0, 1.0, (3,), np.float32),
 }
 HIDDEN = (16, 16)
-LARGE_ROWS = _FAST_TANH_MIN_NUMEL // HIDDEN[0] + 8  # tanh as 2 sigmoid(2x) - 1 on these rows
+LARGE_ROWS = 2056  # as many rows as a whole train batch's value pass
 
 
 def _config(
@@ -59,9 +64,15 @@ def _config(
 
 def _learners(config: PPOConfig, dist: str) -> tuple[PPOLearner, PPOLearner]:
     hand = PPOLearner(config, OBS, ACTIONS[dist])
-    auto = PPOLearner(config, OBS, ACTIONS[dist], hand_grad=False)
-    assert hand._hand_step is not None and auto._hand_step is None
+    auto = PPOLearner(config, OBS, ACTIONS[dist], sgd_step="autograd")
+    assert hand.sgd_step.name == "hand-written" and auto.sgd_step.name == "autograd"
     return hand, auto
+
+
+def _gradients(learner: PPOLearner, mb: TrainBatch) -> torch.Tensor:
+    """The Learner's step's gradients of `mb` into param.grad; its [5] losses as float32."""
+    step = learner.sgd_step
+    return torch.as_tensor(step.gradients(step.prepare(mb), learner.kl_coeff)).float()
 
 
 def _minibatch(learner: PPOLearner, rows: int, seed: int) -> TrainBatch:
@@ -102,8 +113,8 @@ def test_gradients_and_losses_match_autograd(
     hand, auto = _learners(_config(dist, activation, shared, vf_clip, ent), dist)
     for rows in (64, LARGE_ROWS):
         mb = _minibatch(auto, rows, seed=rows)
-        losses_hand = hand._gradients(mb)
-        losses_auto = auto._gradients(mb)
+        losses_hand = _gradients(hand, mb)
+        losses_auto = _gradients(auto, mb)
         torch.testing.assert_close(losses_hand, losses_auto, rtol=1e-5, atol=1e-6)
         assert 0.05 < losses_hand[4] < 0.95  # clipped and unclipped rows both present
         for (name, p_hand), p_auto in zip(
@@ -117,7 +128,7 @@ def test_gradients_and_losses_match_autograd(
 @pytest.mark.parametrize("threads", [1, 2])
 def test_wide_layers_take_torchs_matmul_and_match_autograd(threads: int) -> None:
     """256-wide layers (rl-zoo's MuJoCo policy): their 64-row products go through torch.mm on
-    views of the numpy arrays (hand_grad._matmul), on one thread or two."""
+    views of the numpy arrays (fast/hand_grad.py `_matmul`), on one thread or two."""
     config = _config("gaussian", "relu", False, None, 0.01)
     config = config.model_copy(
         update={
@@ -126,9 +137,9 @@ def test_wide_layers_take_torchs_matmul_and_match_autograd(threads: int) -> None
         }
     )
     hand, auto = _learners(config, "gaussian")
-    assert 64 * 256 * 256 >= _TORCH_MATMUL_MIN > 64 * 16 * 16
+    assert 64 * 256 * 256 >= TORCH_MATMUL_MIN > 64 * 16 * 16
     mb = _minibatch(auto, 64, seed=5)
-    torch.testing.assert_close(hand._gradients(mb), auto._gradients(mb), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(_gradients(hand, mb), _gradients(auto, mb), rtol=1e-5, atol=1e-6)
     for (name, p_hand), p_auto in zip(
         hand.module.named_parameters(), auto.module.parameters(), strict=True
     ):
@@ -148,14 +159,95 @@ def test_whole_sgd_phases_track_autograd(dist: str) -> None:
 
 def test_paths_are_chosen_by_what_the_hand_step_covers() -> None:
     base = _config("categorical", "tanh", False, None, 0.0)
-    assert PPOLearner(base, OBS, ACTIONS["categorical"])._hand_step is not None
+    assert PPOLearner(base, OBS, ACTIONS["categorical"]).sgd_step.name == "hand-written"
     kl = base.model_copy(update={"kl_coeff": 0.2})
-    assert PPOLearner(kl, OBS, ACTIONS["categorical"])._hand_step is None
+    assert PPOLearner(kl, OBS, ACTIONS["categorical"]).sgd_step.name == "autograd"
     bf16 = base.model_copy(update={"learner_precision": "bf16"})
-    assert PPOLearner(bf16, OBS, ACTIONS["categorical"])._hand_step is None
+    assert PPOLearner(bf16, OBS, ACTIONS["categorical"]).sgd_step.name == "autograd"
     images = gym.spaces.Box(0, 255, (36, 36, 1), np.uint8)
     cnn = PPOLearner(base, images, ACTIONS["categorical"])
-    assert cnn._hand_step is None and not isinstance(cnn.optimizer, FlatAdam)
+    assert cnn.sgd_step.name == "autograd" and not isinstance(cnn.optimizer, FlatAdam)
+    with pytest.raises(ValueError, match="does not cover"):
+        PPOLearner(kl, OBS, ACTIONS["categorical"], sgd_step="hand-written")
+
+
+class _RecordingConfig:
+    """A PPOConfig that records the names of the fields read from it."""
+
+    def __init__(self, config: PPOConfig) -> None:
+        self._config = config
+        self.read: set[str] = set()
+
+    def __getattr__(self, name: str) -> object:
+        self.read.add(name)
+        return getattr(self._config, name)
+
+
+@pytest.mark.parametrize("dist", ["categorical", "gaussian", "gsde"])
+def test_the_loss_reads_only_config_fields_the_hand_written_step_implements(dist: str) -> None:
+    """A loss term on a new config field would be silently missing from the hand-written
+    gradients: the reference loss may read only what the hand-written step declares."""
+    read: set[str] = set()
+    for vf_clip, ent, kl_coeff in ((None, 0.0, 0.0), (0.2, 0.01, 0.3)):  # every branch
+        config = _config(dist, "tanh", False, vf_clip, ent)
+        learner = PPOLearner(config, OBS, ACTIONS[dist], sgd_step="autograd")
+        mb = _minibatch(learner, 64, seed=1)
+        recording = _RecordingConfig(config)
+        terms = ppo_losses(learner.module(mb.obs), mb, recording, learner.module.dist, kl_coeff)  # type: ignore[arg-type]
+        total_loss(*terms[:4], recording, kl_coeff)  # type: ignore[arg-type]
+        read |= recording.read
+    assert {"clip_param", "vf_loss_coeff"} <= read  # the recording sees the reads
+    missing = read - LOSS_FIELDS
+    assert not missing, (
+        f"the PPO loss reads {sorted(missing)}, which trainer/fast/hand_grad.py does not "
+        "implement: implement them there (or have supports() refuse the values it does not) "
+        "and list them in LOSS_FIELDS"
+    )
+    assert set(PPOConfig.model_fields) >= LOSS_FIELDS
+
+
+def test_supports_refuses_what_the_hand_written_step_does_not_implement() -> None:
+    config = _config("gaussian", "tanh", False, None, 0.0)
+    cpu = torch.device("cpu")
+    module = PPOModule(OBS, ACTIONS["gaussian"], config.model)
+    assert supports(module, config, cpu, 1)
+    for update in ({"kl_coeff": 0.2}, {"learner_precision": "bf16"}):
+        assert not supports(module, config.model_copy(update=update), cpu, 1), update
+    assert not supports(module, config, torch.device("cuda"), 1)
+    assert not supports(module, config, cpu, 2)  # DDP
+    policy_only = PPOModule(OBS, ACTIONS["gaussian"], config.model, inference_only=True)
+    assert not supports(policy_only, config, cpu, 1)
+    images = gym.spaces.Box(0, 255, (36, 36, 1), np.uint8)
+    assert not supports(PPOModule(images, ACTIONS["gaussian"], config.model), config, cpu, 1)
+
+
+@pytest.mark.parametrize("rows", [3, 512, 2048])  # below and above the sigmoid form's threshold
+def test_the_sigmoid_form_of_tanh_is_tanh(rows: int) -> None:
+    x = torch.randn(rows, 64) * 3
+    assert (rows * 64 >= _SIGMOID_FORM_MIN_NUMEL) == (rows >= 512)
+    torch.testing.assert_close(_tanh_(x.clone()), torch.tanh(x), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+@pytest.mark.parametrize("shared", [False, True], ids=["separate", "shared"])
+def test_the_fast_value_pass_is_the_modules(activation: str, shared: bool) -> None:
+    """The hand-written step's GAE value pass against PPOModule.values, on the current weights
+    (after a step moved them)."""
+    config = _config("categorical", activation, shared, None, 0.0)
+    hand, auto = _learners(config, "categorical")
+    assert isinstance(hand.sgd_step.values, MLPValues)
+    hand._sgd(_minibatch(auto, 256, seed=3))
+    for rows in (7, LARGE_ROWS):
+        obs = torch.randn(rows, *OBS.shape)
+        with torch.no_grad():
+            expected = hand.module.values(obs)
+        got = hand._values(obs)
+        assert got.shape == (rows,) and got.dtype == torch.float32
+        if activation == "relu" or rows * HIDDEN[0] < _SIGMOID_FORM_MIN_NUMEL:
+            assert torch.equal(got, expected)  # the same operations
+        else:
+            torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
+        assert torch.equal(auto._values(obs), auto.module.values(obs))
 
 
 # --- FlatParameters and FlatAdam -------------------------------------------------------------
@@ -248,19 +340,34 @@ def test_flat_adam_updates_like_torch_adam_and_shares_its_state_dict() -> None:
     assert float(opt_c.state_dict()["state"][0]["step"]) == 6.0
 
 
+class _Fixed(ThreadChoice):
+    """A ThreadChoice that always picks the same thread count."""
+
+    def __init__(self, threads: int) -> None:
+        super().__init__(threads)
+        self.threads = threads
+
+    def pick(self) -> int:
+        return self.threads
+
+
 def test_one_thread_or_two_give_the_same_update() -> None:
-    """The SGD phase's thread count is chosen by timing (devices.ThreadChoice), so it must not
-    change the numbers: the wide products split their output rows, not their sums."""
+    """The SGD phase's thread count is chosen by timing (fast/threads.py ThreadChoice), so it
+    must not change the numbers: the wide products split their output rows, not their sums."""
     config = _config("gaussian", "relu", False, None, 0.01)
     config = config.model_copy(
-        update={"model": config.model.model_copy(update={"hidden_sizes": (256, 256)})}
+        update={
+            "torch_num_threads": 2,
+            "model": config.model.model_copy(update={"hidden_sizes": (256, 256)}),
+        }
     )
     learners = [PPOLearner(config, OBS, ACTIONS["gaussian"]) for _ in range(2)]
-    batch = NumpyBatch.of(_minibatch(learners[0], 256, seed=9))
+    batch = _minibatch(learners[0], 256, seed=9)
     sums = []
     for threads, learner in zip((1, 2), learners, strict=True):
-        torch.set_num_threads(threads)
-        sums.append(learner._hand_sgd(batch))
+        learner.sgd_step._threads = _Fixed(threads)  # type: ignore[attr-defined]
+        sums.append(learner._sgd(batch))
+        assert torch.get_num_threads() == threads
     torch.set_num_threads(1)
     assert torch.equal(sums[0], sums[1])
     for p, q in zip(learners[0].module.parameters(), learners[1].module.parameters(), strict=True):

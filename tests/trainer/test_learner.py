@@ -20,10 +20,13 @@ from trainer.batch import build_train_batch
 from trainer.config import ModelConfig, PPOConfig
 from trainer.episode import EpisodeChunk
 from trainer.learner import PPOLearner, adapt_lr
+from trainer.sgd_step import StepKind
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 DISCRETE = gym.spaces.Discrete(2)
 BOX = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
+
+EVERY_STEP = pytest.mark.parametrize("sgd_step", ["hand-written", "autograd"])
 
 
 def reward_for(obs: np.ndarray, actions: np.ndarray, discrete: bool) -> np.ndarray:
@@ -162,19 +165,19 @@ def test_adapt_lr_follows_rl_games_rule_within_its_bounds() -> None:
     assert adapt_lr(1.2e-6, kl=1.0, kl_target=0.01) == 1e-6  # floored
 
 
-@pytest.mark.parametrize("hand", [True, False], ids=["hand-written", "autograd"])
-def test_kl_adaptive_lr_moves_after_every_minibatch_step(hand: bool) -> None:
+@EVERY_STEP
+def test_kl_adaptive_lr_moves_after_every_minibatch_step(sgd_step: StepKind) -> None:
     chunks = make_chunks(None, np.random.default_rng(3))
     # A tiny lr keeps every step's KL far under target / 2: x1.5 after each of 2 x 3 steps.
     cfg = _config(lr=1e-6, lr_schedule="kl_adaptive", minibatch_size=256, num_epochs=3)
-    learner = PPOLearner(cfg, OBS, DISCRETE, hand_grad=hand)
+    learner = PPOLearner(cfg, OBS, DISCRETE, sgd_step=sgd_step)
     assert learner.update(chunks, env_steps=0).lr == pytest.approx(1e-6 * 1.5**6)
     # The next update starts where this one left off.
     assert learner.optimizer.param_groups[0]["lr"] == pytest.approx(1e-6 * 1.5**6)
     # A target no step meets (the chunks' uniform policy is not the network's): every one of
     # the 4 x 2 steps divides the lr by 1.5.
     cfg = _config(lr=1e-3, lr_schedule="kl_adaptive", kl_target=1e-12, minibatch_size=256)
-    learner = PPOLearner(cfg, OBS, DISCRETE, hand_grad=hand)
+    learner = PPOLearner(cfg, OBS, DISCRETE, sgd_step=sgd_step)
     assert learner.update(chunks, env_steps=0).lr == pytest.approx(1e-3 / 1.5**8)
 
 
@@ -236,18 +239,17 @@ def test_tiny_batch_still_takes_every_minibatch_step() -> None:
 
 
 def _record_minibatches(learner: PPOLearner, chunks: list[EpisodeChunk]) -> list[Any]:
-    """Every minibatch one update's gradient steps saw, on whichever path the Learner takes
+    """Every minibatch one update's gradient steps saw, on whichever SGD step the Learner runs
     (the hand-written step gets numpy minibatches, autograd TrainBatches)."""
     seen: list[Any] = []
-    owner: Any = learner._hand_step if learner._hand_step is not None else learner
-    name = "step" if learner._hand_step is not None else "_gradients"
-    gradients = getattr(owner, name)
+    step: Any = learner.sgd_step
+    gradients = step.gradients
 
-    def recording(mb: Any) -> Any:
+    def recording(mb: Any, kl_coeff: float) -> Any:
         seen.append(mb)
-        return gradients(mb)
+        return gradients(mb, kl_coeff)
 
-    setattr(owner, name, recording)
+    step.gradients = recording
     learner.update(chunks, env_steps=0)
     return seen
 
@@ -266,13 +268,13 @@ def _minibatch_rows(learner: PPOLearner, chunks: list[EpisodeChunk]) -> list[int
         (1000, 1000, [1000]),
     ],
 )
-@pytest.mark.parametrize("hand", [True, False], ids=["hand-written", "autograd"])
+@EVERY_STEP
 def test_minibatches_have_minibatch_size_rows(
-    batch: int, minibatch: int, expected: list[int], hand: bool
+    batch: int, minibatch: int, expected: list[int], sgd_step: StepKind
 ) -> None:
     cfg = _config(train_batch_size_per_learner=batch, minibatch_size=minibatch, num_epochs=2)
-    learner = PPOLearner(cfg, OBS, DISCRETE, hand_grad=hand)
-    assert (learner._hand_step is not None) == hand
+    learner = PPOLearner(cfg, OBS, DISCRETE, sgd_step=sgd_step)
+    assert learner.sgd_step.name == sgd_step
     chunks = make_chunks(None, np.random.default_rng(8), num_chunks=10, length=100)  # 1000 rows
     assert _minibatch_rows(learner, chunks) == expected * 2
     assert learner.num_minibatches == len(expected)
@@ -370,9 +372,9 @@ def _minibatch_advantages(learner: PPOLearner, chunks: list[EpisodeChunk]) -> li
     return [torch.tensor(np.array(mb.advantages)) for mb in _record_minibatches(learner, chunks)]
 
 
-@pytest.mark.parametrize("hand", [True, False], ids=["hand-written", "autograd"])
+@EVERY_STEP
 @pytest.mark.parametrize("minibatch", [100, 1000])
-def test_advantages_standardised_per_minibatch_as_sb3(minibatch: int, hand: bool) -> None:
+def test_advantages_standardised_per_minibatch_as_sb3(minibatch: int, sgd_step: StepKind) -> None:
     cfg = _config(
         train_batch_size_per_learner=1000,
         minibatch_size=minibatch,
@@ -380,7 +382,7 @@ def test_advantages_standardised_per_minibatch_as_sb3(minibatch: int, hand: bool
         normalize_advantages_over="minibatch",
     )
     chunks = make_chunks(None, np.random.default_rng(8), num_chunks=10, length=100)
-    seen = _minibatch_advantages(PPOLearner(cfg, OBS, DISCRETE, hand_grad=hand), chunks)
+    seen = _minibatch_advantages(PPOLearner(cfg, OBS, DISCRETE, sgd_step=sgd_step), chunks)
     assert len(seen) == 2 * (1000 // minibatch)
     for adv in seen:
         assert abs(adv.mean().item()) < 1e-5

@@ -13,7 +13,8 @@ from torch.distributions import Independent, Normal, kl_divergence
 from trainer.batch import TrainBatch
 from trainer.config import PPOConfig
 from trainer.distributions import Categorical, DiagGaussian
-from trainer.learner import adapt_kl_coeff, linear_lr, ppo_losses, total_loss
+from trainer.learner import adapt_kl_coeff, linear_lr
+from trainer.losses import ppo_losses, total_loss
 
 LOG_HALF = math.log(0.5)
 

@@ -181,21 +181,20 @@ def test_unsupported_spaces_are_rejected() -> None:
         PPOModule(gym.spaces.Box(0, 255, (8, 8, 3), np.uint8), DISCRETE, ModelConfig())
 
 
-@pytest.mark.parametrize("rows", [3, 512])  # below and above the sigmoid-form threshold
-def test_tanh_matches_torch_tanh_in_value_and_gradient(rows: int) -> None:
-    from trainer.module import Tanh
-
-    x = (torch.randn(rows, 64) * 3).requires_grad_()
-    x_ref = x.detach().clone().requires_grad_()
-    y = Tanh()(x)
-    y_ref = torch.tanh(x_ref)
-    torch.testing.assert_close(y, y_ref, rtol=0, atol=1e-6)
-    g = torch.randn(rows, 64)
-    y.backward(g)
-    y_ref.backward(g)
-    torch.testing.assert_close(x.grad, x_ref.grad, rtol=0, atol=1e-6)
-    with torch.no_grad():
-        torch.testing.assert_close(Tanh()(x), y_ref.detach(), rtol=0, atol=1e-6)
+def test_an_mlp_encoder_is_its_sequential_with_the_state_dict_layout_of_checkpoints() -> None:
+    """Checkpoints name the layers by their place in `net`; the forward pass is `net`'s."""
+    torch.manual_seed(0)
+    module = PPOModule(VEC, DISCRETE, ModelConfig(hidden_sizes=(8, 8)))
+    encoder = module.pi_encoder
+    assert {k for k in module.state_dict() if k.startswith("pi_encoder.")} == {
+        "pi_encoder.net.0.weight", "pi_encoder.net.0.bias",
+        "pi_encoder.net.2.weight", "pi_encoder.net.2.bias",
+    }  # fmt: skip
+    assert encoder.linears == [encoder.net[0], encoder.net[2]]
+    assert isinstance(encoder.net[1], torch.nn.Tanh) and encoder.activation == "tanh"
+    obs = torch.randn(5, 4)
+    assert torch.equal(encoder(obs), encoder.net(obs))
+    assert torch.equal(encoder(obs.double()), encoder.net(obs))  # float32 whatever comes in
 
 
 def test_gsde_std_is_the_latent_weighted_noise_std() -> None:

@@ -9,8 +9,8 @@ import torch
 
 from trainer import distributions
 from trainer.config import ModelConfig
+from trainer.fast.policy import NumpyPolicy
 from trainer.module import PPOModule
-from trainer.numpy_policy import NumpyPolicy
 
 VEC = gym.spaces.Box(-1.0, 1.0, (5,), np.float32)
 DISCRETE = gym.spaces.Discrete(4)

@@ -1,4 +1,4 @@
-"""The PPO minibatch step of an MLP PPOModule with its gradients written out by hand.
+"""The PPO loss's gradients for an MLP PPOModule, written out by hand.
 
 Why: with rl-zoo's entries a run is thousands of 64-row minibatch steps of 64-unit networks
 (Pendulum: 640 per 4096 env steps), and on a CPU such a step is all per-operation overhead:
@@ -8,19 +8,21 @@ clip_grad_norm_ loop over the parameter tensors in Python. On Acrobot's preset t
 1.41 ms on one thread. Here the forward pass keeps each layer's output, the loss's derivatives
 with respect to the log-prob and the value are written in closed form, and each Linear layer's
 backward is two matmuls and a sum written straight into `param.grad`, which FlatParameters
-keeps in one flat buffer, so clipping is one norm and Adam one fused kernel (trainer/optim.py):
+keeps in one flat buffer, so clipping is one norm and Adam one fused kernel (flat_adam.py):
 0.40 ms for the same step with torch operations. The step is written in numpy over views of
 the same memory (a torch CPU tensor and `tensor.numpy()` share it): numpy's per-operation cost
 is a fraction of torch's eager dispatch, and its OpenBLAS matmuls keep up with torch's on these
 shapes, so the step took 0.19 ms (Acrobot's shape). Adam stays torch's fused kernel on the flat
 buffers (one call), the gradient norm is one BLAS dot.
 
-What it covers (`supports()`): MLP encoders (tanh or ReLU), shared or separate, Categorical,
-diagonal-Gaussian and gSDE heads, clipped or plain value loss, any entropy coefficient, on a CPU
-Learner without DDP, in float32, with the KL penalty off (kl_coeff 0, every preset's default).
-Anything else (images, GPUs, DDP, bf16, the KL penalty) takes the autograd path. Both paths
-compute the same function: tests/trainer/test_hand_grad.py checks the gradients against autograd
-to float32 rounding for every combination covered.
+What it covers (`supports()`, `LOSS_FIELDS`): MLP encoders (tanh or ReLU), shared or separate,
+Categorical, diagonal-Gaussian and gSDE heads, clipped or plain value loss, any entropy
+coefficient, on a CPU Learner without DDP, in float32, with the KL penalty off (kl_coeff 0,
+every preset's default). Anything else (images, GPUs, DDP, bf16, the KL penalty) takes the
+autograd step (trainer/autograd_step.py). Both compute the same function:
+tests/trainer/test_hand_grad.py checks the gradients against autograd to float32 rounding for
+every combination covered, and that the reference loss reads no config field outside
+`LOSS_FIELDS`.
 
 Derivatives (M rows, A = advantages, r = exp(logp - logp_old), c = clip_param):
     policy = -mean(min(A r, A clip(r, 1-c, 1+c)))
@@ -38,27 +40,42 @@ Axes: M minibatch rows, H hidden units, n logits, K action dims.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, fields
-
 import numpy as np
 import torch
 
 from trainer import distributions
-from trainer.batch import TrainBatch
 from trainer.config import PPOConfig
-from trainer.module import _SDE_EPS, MLPEncoder, PPOModule
+from trainer.fast import distributions as nd
+from trainer.fast.batch import NumpyBatch
+from trainer.module import MLPEncoder, PPOModule
 
-_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+# The PPOConfig fields of the PPO loss (trainer/losses.py) this step implements, for every value
+# they take. A field it implements for some values only belongs here too, with supports()
+# refusing the others; a loss term on any other field would be missing from these gradients.
+LOSS_FIELDS = frozenset({"clip_param", "vf_clip_param", "vf_loss_coeff", "entropy_coeff"})
 # Multiply-adds from which a product goes through torch (MKL and its thread pool, on views of
 # the same memory) rather than numpy's single-threaded OpenBLAS: 64 x 256 x 256 takes ~90 us
 # on one thread either way and ~55 us on torch's two; small products are cheaper in numpy.
-_TORCH_MATMUL_MIN = 1 << 20
+TORCH_MATMUL_MIN = 1 << 20
+
+
+def supports(module: PPOModule, config: PPOConfig, device: torch.device, world_size: int) -> bool:
+    """Whether these gradients are the autograd step's (see the module docstring)."""
+    return (
+        device.type == "cpu"
+        and world_size == 1
+        and config.learner_precision != "bf16"
+        and config.kl_coeff == 0.0
+        and isinstance(module.pi_encoder, MLPEncoder)
+        and (module.vf_encoder is None or isinstance(module.vf_encoder, MLPEncoder))
+        and module.vf_head is not None
+        and config.model.activation in ("tanh", "relu")
+    )
 
 
 def _matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """a @ b (2-D, float32, any strides), into `out` when given."""
-    if a.shape[0] * a.shape[1] * b.shape[1] < _TORCH_MATMUL_MIN:
+    if a.shape[0] * a.shape[1] * b.shape[1] < TORCH_MATMUL_MIN:
         return np.matmul(a, b, out=out)
     if out is None:
         return torch.mm(torch.from_numpy(a), torch.from_numpy(b)).numpy()
@@ -69,41 +86,6 @@ def _matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.n
 _Layer = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # weight [out, in], bias, grads
 
 
-@dataclass(frozen=True)
-class NumpyBatch:
-    """A TrainBatch's columns as numpy arrays (views of the CPU tensors: no copy)."""
-
-    obs: np.ndarray
-    actions: np.ndarray
-    logp: np.ndarray
-    dist_inputs: np.ndarray
-    advantages: np.ndarray
-    value_targets: np.ndarray
-    values: np.ndarray
-
-    @staticmethod
-    def of(batch: TrainBatch) -> NumpyBatch:
-        return NumpyBatch(*(getattr(batch, f.name).numpy() for f in fields(TrainBatch)))
-
-    def __len__(self) -> int:
-        return len(self.logp)
-
-    def rows(self, index: np.ndarray) -> NumpyBatch:
-        return NumpyBatch(*(getattr(self, f.name)[index] for f in fields(NumpyBatch)))
-
-    def standardized(self) -> NumpyBatch:
-        """Advantages standardised as learner.standardized_advantages does (unbiased std)."""
-        adv = self.advantages
-        if len(adv) < 2:
-            return self
-        centred = adv - adv.mean()
-        std = np.sqrt(np.dot(centred, centred) / (len(adv) - 1))
-        return NumpyBatch(
-            self.obs, self.actions, self.logp, self.dist_inputs,
-            centred / (std + np.float32(1e-8)), self.value_targets, self.values,
-        )  # fmt: skip
-
-
 def _layer(linear: torch.nn.Linear) -> _Layer:
     w, b = linear.weight, linear.bias
     assert w.grad is not None and b.grad is not None
@@ -111,28 +93,15 @@ def _layer(linear: torch.nn.Linear) -> _Layer:
 
 
 def _linears(encoder: MLPEncoder) -> list[_Layer]:
-    return [_layer(m) for m in encoder._linears]
+    return [_layer(m) for m in encoder.linears]
 
 
-class HandGradStep:
-    """`step(mb)` writes every parameter's gradient of the PPO loss into `param.grad` and
-    returns the minibatch's (policy_loss, vf_loss, entropy, kl, clip_fraction) as a [5] array."""
+class HandGradients:
+    """`compute(mb)` writes every parameter's gradient of the PPO loss into `param.grad` and
+    returns the minibatch's (policy_loss, vf_loss, entropy, kl, clip_fraction) as a [5] array.
 
-    @staticmethod
-    def supports(
-        module: PPOModule, config: PPOConfig, device: torch.device, world_size: int
-    ) -> bool:
-        """Whether this step computes what the autograd path would (see the module docstring)."""
-        return (
-            device.type == "cpu"
-            and world_size == 1
-            and config.learner_precision != "bf16"
-            and config.kl_coeff == 0.0
-            and isinstance(module.pi_encoder, MLPEncoder)
-            and (module.vf_encoder is None or isinstance(module.vf_encoder, MLPEncoder))
-            and module.vf_head is not None
-            and config.model.activation in ("tanh", "relu")
-        )
+    It reads and writes the parameters' and gradients' memory in place (numpy views), so the
+    module's parameters and their `.grad` must stay where they are (FlatParameters)."""
 
     def __init__(self, module: PPOModule, config: PPOConfig) -> None:
         if module.vf_head is None:
@@ -152,8 +121,7 @@ class HandGradStep:
         self.vf_head = _layer(module.vf_head)
         self.log_std = None if module.log_std is None else module.log_std.detach().numpy()
         self.log_std_grad = None if module.log_std is None else module.log_std.grad.numpy()  # type: ignore[union-attr]
-        signs = np.array([-1.0, 1.0, -1.0, 1.0, 1.0])  # -objective, vf, -(-entropy), kl, clip
-        self._signs = signs
+        self._signs = np.array([-1.0, 1.0, -1.0, 1.0, 1.0])  # -objective, vf, -(-entropy), kl, clip
         self._rows: dict[int, np.ndarray] = {}  # arange(M) per minibatch size (gathers)
 
     # --- forward and backward of the encoders ------------------------------------------------
@@ -187,9 +155,7 @@ class HandGradStep:
                 dh = _matmul(dz, w)
 
     # --- the step ------------------------------------------------------------------------------
-    def step(self, mb: TrainBatch | NumpyBatch) -> np.ndarray:
-        if isinstance(mb, TrainBatch):
-            mb = NumpyBatch.of(mb)
+    def compute(self, mb: NumpyBatch) -> np.ndarray:
         cfg = self.config
         m = len(mb)
         inv_m = 1.0 / m
@@ -206,8 +172,7 @@ class HandGradStep:
 
         # Policy: log-probs, then the clipped surrogate and its derivative per row.
         if self.categorical:
-            shifted = out - out.max(axis=-1, keepdims=True)
-            logp_all = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # [M, n]
+            logp_all = nd.log_softmax(out)  # [M, n]
             probs = np.exp(logp_all)
             rows = self._rows.get(m)
             if rows is None:
@@ -218,7 +183,7 @@ class HandGradStep:
             log_std, var = self._gaussian_log_std(emb)  # [K] or [M, K]; gSDE's variance
             inv_std = np.exp(-log_std)
             z = (mb.actions - out) * inv_std  # [M, K]
-            logp = (np.square(z) * -0.5 - log_std).sum(axis=-1) - _HALF_LOG_2PI * out.shape[-1]
+            logp = nd.gaussian_logp_terms(z, log_std) - nd.HALF_LOG_2PI * out.shape[-1]
         ratio = np.exp(logp - mb.logp)  # [M]
         adv = mb.advantages
         clip = cfg.clip_param
@@ -242,8 +207,7 @@ class HandGradStep:
                 plogp -= probs * plogp.sum(axis=-1, keepdims=True)
                 plogp *= ent_coef * inv_m
                 dout += plogp
-            old = mb.dist_inputs - mb.dist_inputs.max(axis=-1, keepdims=True)
-            old_logp_all = old - np.log(np.exp(old).sum(axis=-1, keepdims=True))
+            old_logp_all = nd.log_softmax(mb.dist_inputs)
             kl_sum = float((np.exp(old_logp_all) * (old_logp_all - logp_all)).sum())
         else:
             neg_gk = neg_g[:, None]
@@ -257,8 +221,8 @@ class HandGradStep:
             self._log_std_grad(emb, dlog_std, var)
             log_std_rows = np.broadcast_to(log_std, out.shape)
             k = out.shape[-1]
-            neg_entropy_sum = -(float(log_std_rows.sum()) + 0.5 * (2 * _HALF_LOG_2PI + 1.0) * m * k)
-            kl_sum = float(_gaussian_kl(mb.dist_inputs, out, log_std_rows).sum())
+            neg_entropy_sum = -(float(log_std_rows.sum()) + (nd.HALF_LOG_2PI + 0.5) * m * k)
+            kl_sum = float(nd.gaussian_kl(mb.dist_inputs, out, log_std_rows).sum())
 
         # Value loss and its derivative per row.
         err = values - mb.value_targets
@@ -302,8 +266,8 @@ class HandGradStep:
         assert self.log_std is not None
         if not self.use_sde:
             return self.log_std, None
-        var = np.matmul(np.square(emb), np.exp(self.log_std * 2.0)) + np.float32(_SDE_EPS)
-        return 0.5 * np.log(var), var
+        var = nd.gsde_variance(emb, np.exp(self.log_std * 2.0))
+        return nd.gsde_log_std(var), var
 
     def _log_std_grad(self, emb: np.ndarray, dlog_std: np.ndarray, var: np.ndarray | None) -> None:
         grad = self.log_std_grad
@@ -314,12 +278,3 @@ class HandGradStep:
         dlog_std /= var
         np.matmul(np.square(emb).T, dlog_std, out=grad)  # [H, K]
         grad *= np.exp(self.log_std * 2.0)
-
-
-def _gaussian_kl(old_inputs: np.ndarray, mean: np.ndarray, log_std: np.ndarray) -> np.ndarray:
-    """KL(old || new) per row (distributions.DiagGaussian.kl) with new = (mean, log_std)."""
-    k = mean.shape[-1]
-    mu0, log_std0 = old_inputs[:, :k], old_inputs[:, k:]
-    var_ratio = np.exp(2.0 * (log_std0 - log_std))
-    mean_term = np.square(mu0 - mean) * np.exp(-2.0 * log_std)
-    return (log_std - log_std0 + 0.5 * (var_ratio + mean_term - 1.0)).sum(axis=-1)

@@ -11,7 +11,7 @@ It computes what `PPOModule.sample` computes (trainer/module.py, trainer/distrib
 same dist_inputs, the same log-probs, actions drawn from the same distributions (Gumbel-max for
 Categorical, mean + std * N(0, 1) for the Gaussian, latent @ noise matrix for gSDE), from the
 runner's own numpy Generator instead of torch's RNG. tests/trainer/test_numpy_policy.py checks it
-against the module. Images and GPUs keep the module's torch path.
+against the module. Images and GPUs keep the module's torch path (trainer/policy.py chooses).
 
 The module stays the owner of the weights (checkpoints, state dicts, set_weights); `sync()`
 copies them into the layout the forward pass wants ([in, out], contiguous) after each load.
@@ -20,19 +20,19 @@ Axes: N rows, H hidden units, A action dims, n logits.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
 from trainer import distributions
-from trainer.module import _SDE_EPS, MLPEncoder, PPOModule
+from trainer.fast import distributions as nd
+from trainer.module import MLPEncoder, PPOModule
 
-_HALF_LOG_2PI = np.float32(0.5 * math.log(2.0 * math.pi))
+_HALF_LOG_2PI = np.float32(nd.HALF_LOG_2PI)
 
 
 class NumpyPolicy:
-    """`sample(obs, explore, sde_noise)` -> (actions, logp, dist_inputs), numpy in and out."""
+    """`sample(obs, explore, sde_noise)` -> (actions, logp, dist_inputs), numpy in and out
+    (trainer/policy.py `ActingPolicy`)."""
 
     @staticmethod
     def supports(module: PPOModule, device: torch.device) -> bool:
@@ -43,7 +43,7 @@ class NumpyPolicy:
         self.rng = rng
         self.categorical = module.dist is distributions.Categorical
         self.use_sde = module.use_sde
-        self.relu = isinstance(module.pi_encoder._activation, torch.nn.ReLU)
+        self.relu = module.pi_encoder.activation == "relu"
         self._layers: list[tuple[np.ndarray, np.ndarray]] = []
         self._head: tuple[np.ndarray, np.ndarray] = (np.empty(0), np.empty(0))
         self._log_std = np.empty(0, np.float32)  # [A], or [H, A] with gSDE
@@ -55,12 +55,16 @@ class NumpyPolicy:
     def sync(self) -> None:
         """Take the module's current weights (call after every load)."""
         encoder: MLPEncoder = self.module.pi_encoder  # type: ignore[assignment]
-        self._layers = [_transposed(m.weight, m.bias) for m in encoder._linears]
+        self._layers = [_transposed(m.weight, m.bias) for m in encoder.linears]
         self._head = _transposed(self.module.pi_head.weight, self.module.pi_head.bias)
         if self.module.log_std is not None:
             self._log_std = self.module.log_std.detach().numpy().copy()
             self._std = np.exp(self._log_std)
             self._sde_var = np.square(self._std)
+
+    def seed(self, seed: int) -> None:
+        """A fresh generator for the draws (an evaluation's seed)."""
+        self.rng = np.random.default_rng(seed)
 
     # --- the forward pass ----------------------------------------------------------------------
     def _embed(self, obs: np.ndarray) -> np.ndarray:
@@ -102,8 +106,7 @@ class NumpyPolicy:
     def _categorical(
         self, logits: np.ndarray, explore: bool
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        shifted = logits - logits.max(axis=-1, keepdims=True)
-        logp_all = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # [N, n]
+        logp_all = nd.log_softmax(logits)  # [N, n]
         if explore:  # Gumbel-max, exponential form: argmax p_i / E_i, E_i ~ Exp(1)
             noise = self.rng.standard_exponential(logits.shape, dtype=np.float32)
             actions = (np.exp(logp_all) / noise).argmax(axis=-1)
@@ -137,14 +140,13 @@ class NumpyPolicy:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """gSDE (module._pi_from_embedding): per-row log-std 0.5 log(emb^2 @ std^2 + eps);
         exploring adds emb @ M for the row's noise matrix M."""
-        log_std = np.log(np.matmul(np.square(emb), self._sde_var) + np.float32(_SDE_EPS))
-        log_std *= np.float32(0.5)  # [N, A]
+        log_std = nd.gsde_log_std(nd.gsde_variance(emb, self._sde_var))  # [N, A]
         dist_inputs = np.concatenate([mean, log_std], axis=-1)
         if explore:
             noise = self.sde_noise(len(emb)) if sde_noise is None else sde_noise
             actions = np.matmul(emb[:, None, :], noise)[:, 0] + mean  # [N, A]
             z = (actions - mean) * np.exp(-log_std)
-            logp = (np.square(z) * np.float32(-0.5) - log_std).sum(axis=-1)
+            logp = nd.gaussian_logp_terms(z, log_std)
         else:
             actions = mean
             logp = -log_std.sum(axis=-1)
