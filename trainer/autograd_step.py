@@ -3,8 +3,8 @@
 A minibatch step is the PPO loss (trainer/losses.py) through the module (under DDP its
 wrapper, which all-reduces the gradients in backward(); under bf16 autocast when asked),
 autograd's backward, torch's clip_grad_norm_ and torch's fused Adam. Anything the hand-written
-step (trainer/fast/step.py) does not cover (images, GPUs, DDP, bf16, the KL penalty) runs
-here.
+step (trainer/fast/step.py) does not cover (images, GPUs, DDP, bf16, the KL penalty) runs here,
+and ROLLOUT_REFERENCE_PATHS=1 runs everything here.
 """
 
 from __future__ import annotations

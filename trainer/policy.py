@@ -4,7 +4,8 @@ EnvRunners and evaluations act through an `ActingPolicy`: observations in, (acti
 dist_inputs) out, all numpy. The torch implementation runs the PPOModule itself (any encoder,
 any device); the numpy one (trainer/fast/policy.py) runs an MLP on a CPU without torch's
 per-operation dispatch. Both hold the same module: it owns the weights, and `sync()` after a
-load lets an implementation take them.
+load lets an implementation take them. ROLLOUT_REFERENCE_PATHS=1 (trainer/fast/switch.py)
+makes every choice the torch one.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch
 
 from trainer.devices import HostToDevice, StepOutputs
 from trainer.fast.policy import NumpyPolicy
+from trainer.fast.switch import reference_paths
 from trainer.module import PPOModule
 
 SDENoise = torch.Tensor | np.ndarray  # [N, hidden, A] gSDE exploration matrices
@@ -96,8 +98,8 @@ def make_policy(
     stream: torch.cuda.Stream | None = None,
     pinned: bool = False,
 ) -> ActingPolicy:
-    """The numpy policy for an MLP on a CPU (drawing from `rng`); the torch one otherwise (the
-    keywords are TorchPolicy's)."""
-    if NumpyPolicy.supports(module, device):
+    """The numpy policy for an MLP on a CPU (drawing from `rng`), unless the reference paths
+    are forced; the torch one otherwise (the keywords are TorchPolicy's)."""
+    if NumpyPolicy.supports(module, device) and not reference_paths():
         return NumpyPolicy(module, rng)
     return TorchPolicy(module, device, outputs=outputs, stream=stream, pinned=pinned)

@@ -10,8 +10,8 @@ clipping, the optimizer update), the form of the batch it reads, and the GAE val
   buffer, for MLPs on a CPU Learner: the same function without eager torch's per-operation
   cost.
 
-"auto" takes the hand-written step where it applies; naming a step picks it (tests,
-benchmarks).
+"auto" takes the hand-written step where it applies, unless ROLLOUT_REFERENCE_PATHS=1
+(trainer/fast/switch.py) forces the reference; naming a step picks it (tests, benchmarks).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from trainer.autograd_step import AutogradStep
 from trainer.batch import TrainBatch
 from trainer.config import PPOConfig
 from trainer.fast.step import HandWrittenStep
+from trainer.fast.switch import reference_paths
 from trainer.module import PPOModule
 from trainer.optim import EagerAdam
 
@@ -91,7 +92,7 @@ def make_sgd_step(
     fast_fits = HandWrittenStep.supports(module, config, device, world_size)
     if kind == "hand-written" and not fast_fits:
         raise ValueError("the hand-written SGD step does not cover this Learner's module/config")
-    if kind == "hand-written" or (kind == "auto" and fast_fits):
+    if kind == "hand-written" or (kind == "auto" and fast_fits and not reference_paths()):
         return HandWrittenStep(module, config)
     if kind not in ("auto", "autograd"):
         raise ValueError(f"unknown SGD step {kind!r}: auto, autograd or hand-written")

@@ -34,6 +34,9 @@ ENV_JOB_TOKEN = "ROLLOUT_JOB_TOKEN"  # a job started by hand; launched jobs get 
 ENV_JOB_CLAIM = "ROLLOUT_JOB_CLAIM"
 ENV_EXPERIMENT_ID = "ROLLOUT_EXPERIMENT_ID"
 ENV_JOB_DIR = "ROLLOUT_JOB_DIR"
+# Set in the service's environment, it travels to every job: the trainer then runs its torch
+# reference implementations instead of its fast paths (trainer/fast/switch.py).
+ENV_REFERENCE_PATHS = "ROLLOUT_REFERENCE_PATHS"
 
 
 # Numbers are bounded by the SQL columns that keep them (INTEGER is 32-bit on PostgreSQL,

@@ -4,9 +4,10 @@ One experiment = one Ray job running `<this interpreter> -m trainer.job`: the sa
 the service, no runtime_env upload of the project. Everything the job needs travels in its
 runtime_env environment (never on its command line): the API URL, its experiment id and a
 one-time claim it exchanges for its job token (Ray's dashboard lists every job's runtime_env:
-a claim read there after the job started is spent). Nothing else of the service's environment
-goes with it. The Ray SDK client is blocking (requests), so every call runs in a thread.
-Cluster usage comes from the dashboard's HTTP API (asynchronously, no Ray driver in the API).
+a claim read there after the job started is spent). Of the service's environment only
+`PASSTHROUGH_ENV` goes with it. The Ray SDK client is blocking (requests), so every call runs
+in a thread. Cluster usage comes from the dashboard's HTTP API (asynchronously, no Ray driver
+in the API).
 """
 
 from __future__ import annotations
@@ -24,13 +25,21 @@ import httpx
 
 from app.jobs.resources import ClusterResources, JobResources
 from trainer.process_guard import WORKER_SETUP_HOOK
-from trainer.wire import ENV_API_URL, ENV_EXPERIMENT_ID, ENV_JOB_CLAIM, ENV_JOB_DIR, RAY_ENV
+from trainer.wire import (
+    ENV_API_URL,
+    ENV_EXPERIMENT_ID,
+    ENV_JOB_CLAIM,
+    ENV_JOB_DIR,
+    ENV_REFERENCE_PATHS,
+    RAY_ENV,
+)
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
 
-# Ray settings a job's processes must share with the cluster (auth mode above all).
-PASSTHROUGH_ENV = (*RAY_ENV, "RAY_AUTH_TOKEN_PATH")
+# Ray settings a job's processes must share with the cluster (auth mode above all), and the
+# trainer's switch to its reference implementations (set for the service, it holds for its jobs).
+PASSTHROUGH_ENV = (*RAY_ENV, "RAY_AUTH_TOKEN_PATH", ENV_REFERENCE_PATHS)
 LOG_TAIL_LINES = 100
 
 

@@ -12,6 +12,6 @@ reference computes, without that overhead:
   pass (`values.py`); the reference is trainer/autograd_step.py (trainer/sgd_step.py chooses).
 - `distributions.py`: the numpy distribution maths the policy and the hand-written step share.
 
-The references stay the definition: tests compare each fast implementation with its
-reference.
+The references stay the definition: tests compare each fast implementation with its reference,
+and ROLLOUT_REFERENCE_PATHS=1 (`switch.py`) runs the references everywhere.
 """
