@@ -137,7 +137,8 @@ class PgListener:
     exponential backoff. Messages sent while it was not listening are lost to it, so once it
     listens again it makes every subscriber reconnect and catch up from the database (the
     websocket's `since_step` backlog), and one whose batch could not be read does the same.
-    Its state is the hub's `feed` (shown by /health).
+    Its state is the hub's `feed` (shown by /health). Notifications arrive at once; `poll_s`
+    only bounds how long `stop()` waits for the thread (a service's shutdown, each test's app).
     """
 
     def __init__(
@@ -145,7 +146,7 @@ class PgListener:
         dsn: str,
         hub: LiveHub,
         load_metrics: MetricsLoader,
-        poll_s: float = 0.5,
+        poll_s: float = 0.1,
         backoff_s: tuple[float, float] = (0.2, 10.0),
     ) -> None:
         self._dsn = dsn

@@ -1,11 +1,14 @@
 """Service test fixtures: an app per test on a real, migrated database (SQLite or PostgreSQL).
 
 API tests take the `client` fixture and run on both backends. SQLite gets a fresh file per
-test; PostgreSQL one fresh database per test session, emptied after each test.
+test, a copy of one migrated per test session (migrating a new file takes ~0.5 s, copying it
+~1 ms; tests/service/test_migrations.py runs every migration from an empty database);
+PostgreSQL one fresh database per test session, emptied after each test.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -77,10 +80,23 @@ def backend(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated to head, once per test session."""
+    path = tmp_path_factory.mktemp("sqlite-template") / "rollout.db"
+    engine = make_engine(f"sqlite:///{path}")
+    migrate(engine)
+    engine.dispose()
+    assert not path.with_name(path.name + "-wal").exists(), "the template's WAL was not merged"
+    return path
+
+
 @pytest.fixture
 def database_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     if backend == "sqlite":
-        yield f"sqlite:///{tmp_path / 'rollout.db'}"
+        path = tmp_path / "rollout.db"
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
+        yield f"sqlite:///{path}"
         return
     yield request.getfixturevalue("postgres_url")
 
