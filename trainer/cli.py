@@ -203,6 +203,9 @@ def _check_env(config: PPOConfig) -> None:
 
 # --- train -----------------------------------------------------------------------------------
 def _train(args: argparse.Namespace) -> int:
+    out: Path = args.out
+    # Refused at once, before the seconds of torch and env imports a run starts with.
+    _check_out(out, resume=args.resume is not None, overwrite=args.overwrite)
     from trainer.algorithm import PPO
     from trainer.checkpoint import load
     from trainer.checkpoint_manager import CheckpointManager
@@ -222,8 +225,7 @@ def _train(args: argparse.Namespace) -> int:
     config = resolution.config
     _check_env(config)
 
-    out: Path = args.out
-    _prepare_out(out, resume=args.resume is not None, overwrite=args.overwrite)
+    _prepare_out(out, overwrite=args.overwrite)
     (out / "config.json").write_text(json.dumps(config.to_json_dict(), indent=2))
     print(describe_resolution(resolution, out / "config.json"), flush=True)
     if config.evaluation_every:
@@ -261,7 +263,7 @@ def _train(args: argparse.Namespace) -> int:
 RUN_FILES = ("config.json", "metrics.jsonl", "checkpoints")
 
 
-def _prepare_out(out: Path, *, resume: bool, overwrite: bool) -> None:
+def _check_out(out: Path, *, resume: bool, overwrite: bool) -> None:
     """A fresh run in a used directory would append to its metrics.jsonl (iterations 157 then
     1, 2, ...) and its new checkpoints would lose to the old, later ones under keep-latest; so
     a non-empty --out needs --resume (continue it: iterations go on from the checkpoint) or
@@ -271,7 +273,20 @@ def _prepare_out(out: Path, *, resume: bool, overwrite: bool) -> None:
     if overwrite and resume:
         raise CliError("--overwrite and --resume exclude each other")
     used = out.is_dir() and any(out.iterdir())
-    if used and overwrite:
+    if used and not overwrite and not resume:
+        held = sorted(p.name for p in out.iterdir())
+        listed = ", ".join(held[:5]) + (", ..." if len(held) > 5 else "")
+        raise CliError(
+            f"--out {out} is not empty (it holds {listed}); "
+            "choose a new directory, continue its run with --resume CHECKPOINT, "
+            "or replace it with --overwrite"
+        )
+
+
+def _prepare_out(out: Path, *, overwrite: bool) -> None:
+    """Create --out; with --overwrite remove the run files it holds (after _check_out and once
+    the config is valid, so a refused run removes nothing)."""
+    if overwrite and out.is_dir():
         import shutil
 
         for name in RUN_FILES:
@@ -280,14 +295,6 @@ def _prepare_out(out: Path, *, resume: bool, overwrite: bool) -> None:
                 shutil.rmtree(path)
             elif path.exists():
                 path.unlink()
-    elif used and not resume:
-        held = sorted(p.name for p in out.iterdir())
-        listed = ", ".join(held[:5]) + (", ..." if len(held) > 5 else "")
-        raise CliError(
-            f"--out {out} is not empty (it holds {listed}); "
-            "choose a new directory, continue its run with --resume CHECKPOINT, "
-            "or replace it with --overwrite"
-        )
     out.mkdir(parents=True, exist_ok=True)
 
 
