@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trainer.api_client import Failure, job_preamble, usable_job_dir
 from trainer.config import PPOConfig
@@ -38,6 +38,7 @@ from trainer.wire import (
     ENV_EXPERIMENT_ID,
     ENV_JOB_DIR,
     FINAL_STATUS_FILE,
+    ExperimentSpec,
     FinalStatusRecord,
 )
 
@@ -148,7 +149,7 @@ class ExperimentRun:
         algo: PPO | None = None
         try:
             spec = self.reporter.fetch_spec()
-            config = PPOConfig.model_validate(spec["config"])
+            config = spec.config
             self.reporter.report_status("running", reason="job started")
             algo = self._build(config, spec)
             outcome = run_loop(
@@ -167,10 +168,10 @@ class ExperimentRun:
             if algo is not None:
                 algo.stop()
 
-    def _build(self, config: PPOConfig, spec: dict[str, Any]) -> PPO:
+    def _build(self, config: PPOConfig, spec: ExperimentSpec) -> PPO:
         from trainer.algorithm import PPO
 
-        checkpoint_id = spec.get("resume_from_checkpoint_id")
+        checkpoint_id = spec.resume_from_checkpoint_id
         if checkpoint_id is None:
             return PPO(config, start_time=self.t0)
         archive = self.env.job_dir / "resume_from.tar.gz"

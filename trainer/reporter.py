@@ -30,7 +30,6 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 
@@ -46,6 +45,7 @@ from trainer.api_client import (
 )
 from trainer.wire import (
     CheckpointMeta,
+    ExperimentSpec,
     LogLines,
     MetricsRow,
     StatusReport,
@@ -222,9 +222,9 @@ class Reporter:
             self._cond.notify()
 
     # --- synchronous calls --------------------------------------------------------------------
-    def fetch_spec(self, timeout_s: float = 60.0) -> dict[str, Any]:
+    def fetch_spec(self, timeout_s: float = 60.0) -> ExperimentSpec:
         """The experiment's config (and checkpoint to resume from), fetched with the job token."""
-        return self._api.call("GET", timeout_s=timeout_s).json()
+        return ExperimentSpec.model_validate(self._api.call("GET", timeout_s=timeout_s).json())
 
     def download(self, url_path: str, dest: Path, timeout_s: float = 120.0) -> Path:
         """Stream a file (e.g. a checkpoint to resume from) from the API to `dest`."""

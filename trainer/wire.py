@@ -14,6 +14,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, AllowInfNan, BaseModel, ConfigDict, Field
 
+from trainer.config import PPOConfig
+
 API_PREFIX = "/api/v1"
 
 # Ray settings every process of a cluster must agree on: Ray 2.60 turns token auth on by
@@ -97,6 +99,18 @@ def finite_values(values: dict[str, float]) -> dict[str, float]:
         if math.isfinite(number):
             out[name] = number
     return out
+
+
+class ExperimentSpec(_Wire):
+    """What an experiment's job runs (GET .../jobs/experiments/{id}): the config the service
+    validated when it stored it, typed on both sides of the wire."""
+
+    experiment_id: int
+    name: str
+    config: PPOConfig
+    resume_from_checkpoint_id: int | None = Field(
+        description="Download it from .../jobs/experiments/{id}/resume_checkpoint when set."
+    )
 
 
 class MetricsRow(_Wire):

@@ -3,9 +3,11 @@ job router so both answer alike."""
 
 # No `from __future__ import annotations`: FastAPI reads the route's signature, whose path
 # parameter is built from this function's arguments.
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path
+from pydantic import BaseModel
 
 from app.core.auth import JobTokenDep, JobTokens
 from app.core.deps import SessionDep
@@ -31,3 +33,26 @@ def add_claim_route(router: APIRouter, tokens: JobTokens, id_name: str, issuer: 
     job_redeem_claim.__doc__ = (
         f"Exchange the {issuer}'s one-time claim (the bearer) for the job token."
     )
+
+
+def add_spec_route(
+    router: APIRouter,
+    tokens: JobTokens,
+    id_name: str,
+    model: type[BaseModel],
+    spec_of: Callable[[Any], BaseModel],
+    doc: str,
+) -> None:
+    """`GET /{<id_name>}`: what the job runs, `spec_of` the row its token opens (a typed
+    contract of trainer/wire.py)."""
+    description = f"{tokens.what.capitalize()} id."
+
+    @router.get(f"/{{{id_name}}}", response_model=model, name=f"job_get_{tokens.what}")
+    def job_get_spec(
+        row_id: Annotated[int, Path(alias=id_name, ge=1, le=MAX_ID, description=description)],
+        token: JobTokenDep,
+        session: SessionDep,
+    ) -> BaseModel:
+        return spec_of(tokens.authorize(session, row_id, token))
+
+    job_get_spec.__doc__ = doc

@@ -16,7 +16,7 @@ from app.core.auth import JobTokenDep, require_api_token
 from app.core.db import SessionMaker, run_in_transaction
 from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
 from app.core.errors import NotFound
-from app.core.job_routes import add_claim_route
+from app.core.job_routes import add_claim_route, add_spec_route
 from app.core.params import EvaluationId, ExperimentId, streamed_body
 from app.evaluations import files, service
 from app.evaluations.scheduling import scheduler_of
@@ -123,22 +123,14 @@ async def delete_evaluation(
 add_claim_route(job_router, service.JOB_TOKENS, "evaluation_id", "scheduler")
 
 
-@job_router.get("/{evaluation_id}", response_model=EvaluationSpec)
-def job_get_evaluation(
-    evaluation_id: EvaluationId, token: JobTokenDep, session: SessionDep
-) -> EvaluationSpec:
-    evaluation = service.authorize_job(session, evaluation_id, token)
-    return EvaluationSpec(
-        evaluation_id=evaluation.id,
-        experiment_id=evaluation.experiment_id,
-        checkpoint_id=evaluation.checkpoint_id,
-        episodes=evaluation.episodes,
-        seed=evaluation.seed,
-        deterministic=evaluation.deterministic,
-        record_video=evaluation.record_video,
-        video_max_bytes=files.VIDEO_MAX_BYTES,
-        video_max_frames=files.VIDEO_MAX_FRAMES,
-    )
+add_spec_route(
+    job_router,
+    service.JOB_TOKENS,
+    "evaluation_id",
+    EvaluationSpec,
+    service.job_spec,
+    "The checkpoint, episodes and video limits an evaluation job runs.",
+)
 
 
 @job_router.get("/{evaluation_id}/checkpoint", response_class=FileResponse)

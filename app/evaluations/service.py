@@ -20,6 +20,7 @@ from app.checkpoints import service as checkpoints
 from app.core.auth import JobTokens
 from app.core.db import get_row, publish_after_commit, stamp_transition, utcnow
 from app.core.errors import Conflict, IllegalTransition, InvalidInput, NotFound
+from app.evaluations import files
 from app.evaluations.models import ALLOWED, Evaluation, EvaluationEpisode, EvaluationStatus
 from app.evaluations.schemas import (
     EvaluationCreate,
@@ -30,7 +31,7 @@ from app.evaluations.schemas import (
 from app.experiments import service as experiments
 from app.live.messages import EvaluationMessage
 from app.live.topics import experiment_topic
-from trainer.wire import API_PREFIX, EpisodeResult, VideoMeta
+from trainer.wire import API_PREFIX, EpisodeResult, EvaluationSpec, VideoMeta
 
 E = EvaluationStatus
 
@@ -168,6 +169,21 @@ issue_job_token = JOB_TOKENS.issue
 issue_job_claim = JOB_TOKENS.claim
 redeem_job_claim = JOB_TOKENS.redeem
 authorize_job = JOB_TOKENS.authorize
+
+
+def job_spec(evaluation: Evaluation) -> EvaluationSpec:
+    """What the evaluation's job runs."""
+    return EvaluationSpec(
+        evaluation_id=evaluation.id,
+        experiment_id=evaluation.experiment_id,
+        checkpoint_id=evaluation.checkpoint_id,
+        episodes=evaluation.episodes,
+        seed=evaluation.seed,
+        deterministic=evaluation.deterministic,
+        record_video=evaluation.record_video,
+        video_max_bytes=files.VIDEO_MAX_BYTES,
+        video_max_frames=files.VIDEO_MAX_FRAMES,
+    )
 
 
 def report_status(

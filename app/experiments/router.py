@@ -13,7 +13,7 @@ from app.core.auth import JobTokenDep, require_api_token
 from app.core.config import Settings
 from app.core.db import SessionMaker, run_in_transaction
 from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
-from app.core.job_routes import add_claim_route
+from app.core.job_routes import add_claim_route, add_spec_route
 from app.core.params import ExperimentId
 from app.core.system import require_disk_room
 from app.core.text import NoNulStr
@@ -32,12 +32,11 @@ from app.experiments.schemas import (
     ExperimentPublic,
     ExperimentResume,
     ExperimentUpdate,
-    JobExperiment,
     LogsPublic,
 )
 from app.experiments.service import JobsControl
 from app.jobs.salvage import salvage_job_dir
-from trainer.wire import LogLines, StatusReport
+from trainer.wire import ExperimentSpec, LogLines, StatusReport
 
 router = APIRouter(
     prefix="/experiments", tags=["experiments"], dependencies=[Depends(require_api_token)]
@@ -219,20 +218,14 @@ def get_logs(
 
 
 add_claim_route(job_router, service.JOB_TOKENS, "experiment_id", "launcher")
-
-
-@job_router.get("/{experiment_id}", response_model=JobExperiment)
-def job_get_experiment(
-    experiment_id: ExperimentId, token: JobTokenDep, session: SessionDep
-) -> JobExperiment:
-    """The config a job runs (and the checkpoint it resumes from, if any)."""
-    exp = service.authorize_job(session, experiment_id, token)
-    return JobExperiment(
-        experiment_id=exp.id,
-        name=exp.name,
-        config=exp.config,
-        resume_from_checkpoint_id=exp.resume_from_checkpoint_id,
-    )
+add_spec_route(
+    job_router,
+    service.JOB_TOKENS,
+    "experiment_id",
+    ExperimentSpec,
+    service.job_spec,
+    "The config a job runs (and the checkpoint it resumes from, if any).",
+)
 
 
 @job_router.post("/{experiment_id}/status", response_model=ExperimentPublic)

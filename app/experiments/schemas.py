@@ -145,14 +145,3 @@ class ExperimentPage(BaseModel):
 
 class LogsPublic(BaseModel):
     lines: list[str]
-
-
-class JobExperiment(BaseModel):
-    """What a job needs to run its experiment."""
-
-    experiment_id: int
-    name: str
-    config: dict[str, Any]
-    resume_from_checkpoint_id: int | None = Field(
-        description="Download it from .../jobs/experiments/{id}/resume_checkpoint when set."
-    )

@@ -15,12 +15,13 @@ import logging
 import time
 from typing import Any, Protocol
 
+from pydantic import ValidationError
 from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session, lazyload
 
 from app.core.auth import JobTokens
 from app.core.db import get_row, publish_after_commit, stamp_transition, utcnow
-from app.core.errors import Conflict, IllegalTransition, InvalidInput, NotFound
+from app.core.errors import Conflict, IllegalTransition, InvalidInput, NotFound, field_errors
 from app.core.params import MAX_ID
 from app.experiments.lifecycle import ExperimentStatus, can_transition
 from app.experiments.models import Experiment, ExperimentEvent, ExperimentTag, LogLine
@@ -36,6 +37,7 @@ from app.live.topics import ALL_EXPERIMENTS, experiment_topic
 from app.presets import service as presets
 from trainer.config import PPOConfig
 from trainer.resolve import deep_merge
+from trainer.wire import ExperimentSpec
 
 S = ExperimentStatus
 log = logging.getLogger(__name__)
@@ -331,6 +333,25 @@ issue_job_token = JOB_TOKENS.issue
 issue_job_claim = JOB_TOKENS.claim
 redeem_job_claim = JOB_TOKENS.redeem
 authorize_job = JOB_TOKENS.authorize
+
+
+def job_spec(exp: Experiment) -> ExperimentSpec:
+    """What the experiment's job runs, typed. Its config was validated when it was stored; one
+    stored by an older version that no longer validates is a 409 naming its fields (the
+    reconciler fails such an experiment before it launches)."""
+    try:
+        config = PPOConfig.model_validate(exp.config)
+    except ValidationError as exc:
+        raise Conflict(
+            "the experiment's stored config no longer validates",
+            fields=field_errors(exc.errors(), "config"),
+        ) from None
+    return ExperimentSpec(
+        experiment_id=exp.id,
+        name=exp.name,
+        config=config,
+        resume_from_checkpoint_id=exp.resume_from_checkpoint_id,
+    )
 
 
 # --- logs ---------------------------------------------------------------------------------------

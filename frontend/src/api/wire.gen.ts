@@ -367,7 +367,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Job Get Evaluation */
+        /**
+         * Job Get Evaluation
+         * @description The checkpoint, episodes and video limits an evaluation job runs.
+         */
         get: operations["job_get_evaluation_api_v1_jobs_evaluations__evaluation_id__get"];
         put?: never;
         post?: never;
@@ -1476,6 +1479,23 @@ export interface components {
             } | null;
         };
         /**
+         * ExperimentSpec
+         * @description What an experiment's job runs (GET .../jobs/experiments/{id}): the config the service
+         *     validated when it stored it, typed on both sides of the wire.
+         */
+        ExperimentSpec: {
+            config: components["schemas"]["PPOConfig"];
+            /** Experiment Id */
+            experiment_id: number;
+            /** Name */
+            name: string;
+            /**
+             * Resume From Checkpoint Id
+             * @description Download it from .../jobs/experiments/{id}/resume_checkpoint when set.
+             */
+            resume_from_checkpoint_id: number | null;
+        };
+        /**
          * ExperimentStatus
          * @enum {string}
          */
@@ -1611,25 +1631,6 @@ export interface components {
              * @enum {string}
              */
             type: "int";
-        };
-        /**
-         * JobExperiment
-         * @description What a job needs to run its experiment.
-         */
-        JobExperiment: {
-            /** Config */
-            config: {
-                [key: string]: unknown;
-            };
-            /** Experiment Id */
-            experiment_id: number;
-            /** Name */
-            name: string;
-            /**
-             * Resume From Checkpoint Id
-             * @description Download it from .../jobs/experiments/{id}/resume_checkpoint when set.
-             */
-            resume_from_checkpoint_id: number | null;
         };
         /**
          * JobTokenGrant
@@ -1769,6 +1770,68 @@ export interface components {
                 [key: string]: number;
             };
         };
+        /**
+         * ModelConfig
+         * @description Sizes of the actor-critic network (PPOModule).
+         */
+        ModelConfig: {
+            /**
+             * Activation
+             * @description Hidden-layer activation. tanh is the PPO default (Andrychowicz et al. 2021).
+             * @default tanh
+             * @enum {string}
+             */
+            activation: "tanh" | "relu";
+            /**
+             * Cnn Channels
+             * @description Conv channels of the encoder used for image observations (Nature CNN; each 1-1024).
+             * @default [
+             *       32,
+             *       64,
+             *       64
+             *     ]
+             */
+            cnn_channels: number[];
+            /**
+             * Cnn Dense
+             * @description Units of the dense layer after the convs of the image encoder (Nature: 512).
+             * @default 512
+             */
+            cnn_dense: number;
+            /**
+             * Hidden Sizes
+             * @description Widths of the MLP hidden layers of the encoder (each 1-8192, at most 33554432 weights between hidden layers).
+             * @default [
+             *       64,
+             *       64
+             *     ]
+             */
+            hidden_sizes: number[];
+            /**
+             * Log Std Init
+             * @description Initial log standard deviation of the Gaussian policy (continuous actions only; the std is a learned parameter, independent of the observation). 0 is std 1; rl-zoo's MuJoCo entries start at -2 (std 0.14).
+             * @default 0
+             */
+            log_std_init: number;
+            /**
+             * Ortho Init
+             * @description Orthogonal initialisation (gain sqrt(2) for hidden layers, 0.01 for the policy head, 1 for the value head) as SB3 and CleanRL do; false keeps PyTorch's default init, as rl-zoo's tuned MuJoCo entries ask with ortho_init=False.
+             * @default true
+             */
+            ortho_init: boolean;
+            /**
+             * Use Sde
+             * @description Generalized state-dependent exploration (gSDE, Raffin et al. 2021; continuous actions only): the action noise is the policy's last hidden layer times a noise matrix drawn every sde_sample_freq steps, so exploration is smooth in time and state; log_std becomes a [hidden, action] matrix. rl-zoo's Pendulum and MountainCarContinuous entries use it.
+             * @default false
+             */
+            use_sde: boolean;
+            /**
+             * Vf Share Layers
+             * @description Share the encoder between policy and value heads (separate is more robust).
+             * @default false
+             */
+            vf_share_layers: boolean;
+        };
         /** Objective */
         Objective: {
             /**
@@ -1795,6 +1858,253 @@ export interface components {
              * @enum {string}
              */
             reduce: "last_k" | "final";
+        };
+        /**
+         * PPOConfig
+         * @description Everything one PPO experiment needs. Field names follow RLlib where they came from it.
+         */
+        PPOConfig: {
+            /**
+             * Checkpoint Every
+             * @description Save a checkpoint every N iterations (0: only at the end of the run).
+             * @default 10
+             */
+            checkpoint_every: number;
+            /**
+             * Clip Param
+             * @description Surrogate clip (Schulman et al. 2017, eq. 7).
+             * @default 0.2
+             */
+            clip_param: number;
+            /**
+             * Clip Rewards
+             * @description Clip each learning reward to [-c, c] (Atari: 1, Mnih et al. 2015); null: off. Episode returns stay the game's score.
+             */
+            clip_rewards?: number | null;
+            /**
+             * Entropy Coeff
+             * @description Weight of the entropy bonus.
+             * @default 0
+             */
+            entropy_coeff: number;
+            /**
+             * Env Config
+             * @description Keyword arguments passed to gymnasium.make.
+             */
+            env_config?: {
+                [key: string]: unknown;
+            };
+            /**
+             * Env Id
+             * @description gymnasium environment id: 'ALE/<Game>-v5' for Atari (ale-py), 'module:EnvId' to import a module that registers the env first.
+             * @default CartPole-v1
+             */
+            env_id: string;
+            /**
+             * Evaluation Every
+             * @description In the service: record a one-episode evaluation video of every N-th checkpoint and of the final one, each in its own low-priority job, shown as the experiment page's filmstrip (0: never). `rollout train` ignores it.
+             * @default 0
+             */
+            evaluation_every: number;
+            /**
+             * Frame Stack
+             * @description Stack this many observations (connector).
+             * @default 1
+             */
+            frame_stack: number;
+            /**
+             * Gae Lambda
+             * @description GAE lambda (Schulman et al. 2016).
+             * @default 0.8
+             */
+            gae_lambda: number;
+            /**
+             * Gamma
+             * @description Discount factor.
+             * @default 0.98
+             */
+            gamma: number;
+            /**
+             * Grad Clip
+             * @description Max global gradient norm; null disables clipping.
+             * @default 0.5
+             */
+            grad_clip: number | null;
+            /**
+             * Inference Device
+             * @description Where the EnvRunner of the driver process (serial mode, num_env_runners 0) runs the policy. 'auto': on the Learner's GPU when that Learner is local (num_learners 0, num_gpus_per_learner > 0) and CUDA is present, else on the CPU. Observations go to the GPU as uint8 through a pinned buffer. EnvRunner actors act on their CPUs.
+             * @default auto
+             * @enum {string}
+             */
+            inference_device: "auto" | "cpu" | "cuda";
+            /**
+             * Keep Checkpoints
+             * @description Most recent checkpoints kept (the best is always kept).
+             * @default 5
+             */
+            keep_checkpoints: number;
+            /**
+             * Kl Coeff
+             * @description Initial KL penalty coefficient (adapted towards kl_target); 0 disables it.
+             * @default 0
+             */
+            kl_coeff: number;
+            /**
+             * Kl Target
+             * @description Target KL of the adaptive penalty coefficient and of lr_schedule kl_adaptive.
+             * @default 0.01
+             */
+            kl_target: number;
+            /**
+             * Learner Precision
+             * @description Arithmetic of a GPU Learner. 'tf32': matmuls and convolutions may use TF32 tensor cores (fp32 range, 10-bit mantissa inputs, fp32 accumulation); 'bf16': forward passes also run under bfloat16 autocast (log-probs, losses and Adam stay fp32); 'fp32': neither. On a CPU Learner only 'bf16' changes anything (CPU autocast).
+             * @default tf32
+             * @enum {string}
+             */
+            learner_precision: "fp32" | "tf32" | "bf16";
+            /**
+             * Lr
+             * @description Adam learning rate.
+             * @default 0.003
+             */
+            lr: number;
+            /**
+             * Lr Schedule
+             * @description linear decays lr towards 0 at stop.env_steps (needs stop.env_steps); each update uses the lr at the env steps where its batch's sampling began. kl_adaptive is rl_games' adaptive schedule: after every minibatch step lr is divided by 1.5 when that step's KL exceeds 2 x kl_target and multiplied by 1.5 when it is under kl_target / 2, within [1e-06, 0.01]; it starts at lr and carries on across updates and resumes.
+             * @default constant
+             * @enum {string}
+             */
+            lr_schedule: "constant" | "linear" | "kl_adaptive";
+            /**
+             * Minibatch Size
+             * @description SGD minibatch size (per Learner).
+             * @default 512
+             */
+            minibatch_size: number;
+            model?: components["schemas"]["ModelConfig"];
+            /**
+             * Normalize Advantages
+             * @description Standardise advantages (over what: normalize_advantages_over).
+             * @default true
+             */
+            normalize_advantages: boolean;
+            /**
+             * Normalize Advantages Over
+             * @description Standardise over each Learner's whole batch once (RLlib), or over every minibatch as it is drawn (SB3, CleanRL: each minibatch's advantages get mean 0 and std 1).
+             * @default batch
+             * @enum {string}
+             */
+            normalize_advantages_over: "batch" | "minibatch";
+            /**
+             * Normalize Observations
+             * @description Running mean/std observation filter (env-to-module connector).
+             * @default false
+             */
+            normalize_observations: boolean;
+            /**
+             * Normalize Rewards
+             * @description Scale learning rewards by the running std of the discounted return, per sub-env (SB3 VecNormalize norm_reward); episode returns stay raw.
+             * @default false
+             */
+            normalize_rewards: boolean;
+            /**
+             * Num Cpus Per Env Runner
+             * @description CPUs Ray reserves for each EnvRunner actor (at least 0.1).
+             * @default 1
+             */
+            num_cpus_per_env_runner: number;
+            /**
+             * Num Cpus Per Learner
+             * @description CPUs Ray reserves for each Learner actor.
+             * @default 1
+             */
+            num_cpus_per_learner: number;
+            /**
+             * Num Env Runners
+             * @description EnvRunner Ray actors. 0 samples in the trainer's own process.
+             * @default 0
+             */
+            num_env_runners: number;
+            /**
+             * Num Envs Per Env Runner
+             * @description Sub-environments in each EnvRunner's vector env.
+             * @default 16
+             */
+            num_envs_per_env_runner: number;
+            /**
+             * Num Epochs
+             * @description SGD passes over each batch.
+             * @default 8
+             */
+            num_epochs: number;
+            /**
+             * Num Gpus Per Learner
+             * @description GPUs for each Learner (nccl DDP when > 0).
+             * @default 0
+             */
+            num_gpus_per_learner: number;
+            /**
+             * Num Learners
+             * @description Learner Ray actors (torch DDP). 0 learns in the trainer's own process.
+             * @default 0
+             */
+            num_learners: number;
+            /**
+             * Overlap Sampling
+             * @description Sample the next batch while the Learner trains on this one, with the weights before the update (policy_lag 1; the ratio uses the sampling policy's logp). Pays when sampling and learning both take a good share of an iteration and have their own cores (image envs, GPU learner); off gives exactly the alternating loop.
+             * @default false
+             */
+            overlap_sampling: boolean;
+            /**
+             * Preset
+             * @description Settings per env family (rl-zoo / CleanRL tables, see docs/trainer.md): 'auto' picks one from env_id, 'none' keeps these defaults. Fields you set win over the preset; the stored config names the preset that was applied.
+             * @default auto
+             * @enum {string}
+             */
+            preset: "auto" | "none" | "classic_control" | "classic_control_continuous" | "box2d" | "mujoco" | "atari";
+            /**
+             * Sde Sample Freq
+             * @description With model.use_sde: draw a new exploration matrix every this many vector-env steps; -1 draws one per rollout (each EnvRunner sample).
+             * @default -1
+             */
+            sde_sample_freq: number;
+            /**
+             * Seed
+             * @description Seed for env resets, network init, action draws and shuffles.
+             * @default 0
+             */
+            seed: number;
+            stop?: components["schemas"]["StopConfig"];
+            /**
+             * Torch Num Threads
+             * @description CPU threads for the network math of each process (torch's pool; numpy's BLAS stays at one). 1 is fastest for small networks; presets with a CNN or 256-wide layers get every core of a serial run (or the Learner actor's CPUs) unless set.
+             * @default 1
+             */
+            torch_num_threads: number;
+            /**
+             * Train Batch Size Per Learner
+             * @description Env steps each Learner trains on per iteration.
+             * @default 512
+             */
+            train_batch_size_per_learner: number;
+            /**
+             * Vector Env
+             * @description How an EnvRunner steps its sub-envs. 'native': one array operation for all of them where the env has such an implementation (gymnasium's own for CartPole, Rollout's for Acrobot; the same dynamics), else one gymnasium env after the other; 'serial': always one gymnasium env after the other (as SB3's DummyVecEnv).
+             * @default native
+             * @enum {string}
+             */
+            vector_env: "native" | "serial";
+            /**
+             * Vf Clip Param
+             * @description PPO2 / CleanRL value clipping (SB3's clip_range_vf): each new value prediction may move at most this far from the one before the update, loss = max(unclipped, clipped squared error); null: off. NOT RLlib's vf_clip_param, which caps the squared error itself (default 10): drop that key when porting an RLlib config.
+             */
+            vf_clip_param?: number | null;
+            /**
+             * Vf Loss Coeff
+             * @description Weight of the value loss.
+             * @default 0.5
+             */
+            vf_loss_coeff: number;
         };
         /** PresetList */
         PresetList: {
@@ -2098,6 +2408,28 @@ export interface components {
              * @enum {string}
              */
             status: "running" | "succeeded" | "failed" | "stopped";
+        };
+        /**
+         * StopConfig
+         * @description Stop criteria: the run ends as soon as ANY configured criterion is reached.
+         */
+        StopConfig: {
+            /**
+             * Env Steps
+             * @description Stop after this many environment steps in total.
+             * @default 1000000
+             */
+            env_steps: number | null;
+            /**
+             * Episode Return Mean
+             * @description Stop once the mean return of the last 100 finished episodes reaches this.
+             */
+            episode_return_mean?: number | null;
+            /**
+             * Wall Seconds
+             * @description Stop after this many seconds of training.
+             */
+            wall_seconds?: number | null;
         };
         /** StudyBest */
         StudyBest: {
@@ -3495,7 +3827,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["JobExperiment"];
+                    "application/json": components["schemas"]["ExperimentSpec"];
                 };
             };
             /** @description Validation Error */
