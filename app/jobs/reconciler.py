@@ -21,6 +21,8 @@ One tick:
 An experiment whose stored config no longer validates (stored by an older version with looser
 bounds, or edited in the database) cannot be launched: while waiting it fails with the fields
 that are wrong; while running it is still watched, its budget estimated from the raw values.
+A process works each budget out once (`Budgets`: a stored config never changes); a job whose
+config was edited into an invalid one after that is refused its spec (409) and fails saying so.
 One experiment never stops the tick for the others: each is checked on its own.
 
 The database is the only state that matters (several API processes, restarts): the in-memory
@@ -121,30 +123,62 @@ def resources_of(raw: Any) -> tuple[JobResources, str | None]:
         return JobResources.of(PPOConfig()), reason
 
 
-def snapshots(session: Session) -> list[Snapshot]:
+class Budgets:
+    """Each unfinished experiment's budget, worked out from its stored config once per process.
+
+    A stored config never changes, and the tick needs every unfinished experiment's budget every
+    second: parsing and validating each config again (~0.1 ms each, a queued sweep holds up to
+    256) would be the tick's largest cost for an answer that cannot change."""
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[JobResources, str | None]] = {}
+
+    def of(self, session: Session, experiment_id: int) -> tuple[JobResources, str | None]:
+        known = self._known.get(experiment_id)
+        if known is None:
+            config = session.scalar(select(Experiment.config).where(Experiment.id == experiment_id))
+            known = self._known[experiment_id] = resources_of(config)
+        return known
+
+    def keep_only(self, experiment_ids: set[int]) -> None:
+        """Forget the experiments that have finished (or were deleted)."""
+        for gone in self._known.keys() - experiment_ids:
+            del self._known[gone]
+
+
+def snapshots(session: Session, budgets: Budgets) -> list[Snapshot]:
     unfinished = (S.pending, S.queued, S.running, S.stopping)
     rows = session.execute(
-        select(Experiment, Sweep.max_parallel)
+        select(
+            Experiment.id,
+            Experiment.status,
+            Experiment.ray_job_id,
+            Experiment.started_at,
+            Experiment.created_at,
+            Experiment.sweep_id,
+            Sweep.max_parallel,
+        )
         .outerjoin(Sweep, Sweep.id == Experiment.sweep_id)
         .where(Experiment.status.in_(unfinished))
         .order_by(Experiment.id)
-    )
+    ).all()
     out = []
-    for e, max_parallel in rows:
-        resources, invalid = resources_of(e.config)
+    for row in rows:
+        resources, invalid = budgets.of(session, row.id)
         out.append(
             Snapshot(
-                id=e.id,
-                status=e.status,
+                id=row.id,
+                status=row.status,
                 resources=resources,
-                ray_job_id=e.ray_job_id,
-                started_at=e.started_at,
-                created_at=e.created_at,
-                sweep_id=e.sweep_id,
-                sweep_max_parallel=max_parallel,
+                ray_job_id=row.ray_job_id,
+                started_at=row.started_at,
+                created_at=row.created_at,
+                sweep_id=row.sweep_id,
+                sweep_max_parallel=row.max_parallel,
                 invalid_config=invalid,
             )
         )
+    budgets.keep_only({row.id for row in rows})
     return out
 
 
@@ -232,6 +266,7 @@ class Reconciler:
         self._last_error = ""
         self.evaluations = EvaluationScheduler(settings, sessionmaker, launcher, self.wake)
         self.studies = StudyDriver(sessionmaker, self.request_stop)
+        self._budgets = Budgets()
 
     def wake(self) -> None:
         self._wake.set()
@@ -258,7 +293,7 @@ class Reconciler:
     async def tick(self) -> None:
         await self.launcher.ensure_connected()
         await self.studies.tick()  # settles, prunes and suggests trials before the queue runs
-        snaps = await self._db(snapshots)
+        snaps = await self._db(snapshots, self._budgets)
         waiting = (S.pending, S.queued)
         for snap in snaps:
             if snap.status in waiting and snap.invalid_config is not None:

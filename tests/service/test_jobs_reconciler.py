@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import event, update
 
 from app.core.config import Settings
 from app.core.db import SessionMaker, transaction
@@ -18,7 +18,7 @@ from app.experiments import service
 from app.experiments.models import Experiment
 from app.experiments.schemas import ExperimentCreate
 from app.jobs.launcher import JobRequest, RayJob, RayJobState, RayUnavailable
-from app.jobs.reconciler import MISSING_GRACE_S, Reconciler
+from app.jobs.reconciler import MISSING_GRACE_S, Budgets, Reconciler, snapshots
 from app.jobs.resources import ClusterResources, JobResources
 from trainer.config import PPOConfig
 
@@ -363,6 +363,39 @@ def test_an_invalid_stored_config_fails_its_experiment_and_the_others_go_on(
     ray.jobs[job_id(sessionmaker, running)] = RayJob(RayJobState.SUCCEEDED)
     tick(reconciler)
     assert status(sessionmaker, running) == "succeeded"
+
+
+def test_each_budget_is_worked_out_from_its_config_once(sessionmaker: SessionMaker) -> None:
+    """Ticks read the unfinished experiments' configs only when they are new to the process;
+    a finished experiment's budget is forgotten."""
+    ids = [create(sessionmaker) for _ in range(3)]
+    big = create(sessionmaker, {**SMALL, "num_env_runners": 3})
+    config_reads: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "experiments.config" in statement:
+            config_reads.append(statement)
+
+    budgets = Budgets()
+    with sessionmaker() as session:
+        engine = session.get_bind()
+        event.listen(engine, "before_cursor_execute", count)
+        try:
+            first = snapshots(session, budgets)
+            assert len(config_reads) == 4
+            again = snapshots(session, budgets)
+            assert len(config_reads) == 4  # nothing read again
+        finally:
+            event.remove(engine, "before_cursor_execute", count)
+    assert [s.resources for s in again] == [s.resources for s in first]
+    assert [s.id for s in first] == [*ids, big]
+    assert first[-1].resources.cpus == first[0].resources.cpus + 3
+    with transaction(sessionmaker) as session:
+        for target in ("queued", "running", "succeeded"):
+            service.transition(session, big, target, "test")
+    with sessionmaker() as session:
+        assert [s.id for s in snapshots(session, budgets)] == ids
+    assert set(budgets._known) == set(ids)
 
 
 def test_one_experiment_failing_its_check_does_not_stop_the_others(
