@@ -132,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         "--warmup-intervals", type=int, default=None, help="the median pruner's warm-up"
     )
     parser.add_argument(
+        "--startup-trials", type=int, default=None, help="TPE's random suggestions first"
+    )
+    parser.add_argument(
         "--grid-from",
         type=Path,
         default=None,
@@ -171,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
                 sampler, pruner = METHODS[method]
                 if args.warmup_intervals is not None and pruner["kind"] == "median":
                     pruner = {**pruner, "n_warmup_intervals": args.warmup_intervals}
+                if args.startup_trials is not None and sampler["kind"] == "tpe":
+                    sampler = {**sampler, "n_startup_trials": args.startup_trials}
                 made = api.post(
                     "/studies",
                     json={
@@ -266,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
                 "budget": args.budget,
                 "methods": methods,
                 "warmup_intervals": args.warmup_intervals,
+                "startup_trials": args.startup_trials,
                 "grid_from": str(args.grid_from) if args.grid_from else None,
                 "trials": args.trials,
                 "grid": {
