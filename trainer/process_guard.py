@@ -12,11 +12,28 @@ write (see docs/operations.md, "Security model").
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
+
+from trainer.wire import ENV_JOB_NICENESS
 
 PR_SET_DUMPABLE = 4  # prctl(2)
 # How the launcher names this for Ray's runtime_env (imported in every worker of the job).
-WORKER_SETUP_HOOK = f"{__name__}.make_undumpable"
+WORKER_SETUP_HOOK = f"{__name__}.setup_worker"
+
+
+def setup_worker() -> None:
+    """Ray's `worker_process_setup_hook` for every worker of a job: non-dumpable, then at the
+    job's CPU priority (the driver gets it from `nice -n`; Ray starts actors' workers itself)."""
+    make_undumpable()
+    lower_priority(int(os.environ.get(ENV_JOB_NICENESS) or 0))
+
+
+def lower_priority(niceness: int) -> None:
+    """Run this process at `niceness` at least (never raises its priority: an unprivileged
+    process could not take it back)."""
+    if niceness > os.getpriority(os.PRIO_PROCESS, 0):
+        os.setpriority(os.PRIO_PROCESS, 0, min(niceness, 19))
 
 
 def make_undumpable() -> bool:

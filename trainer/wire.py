@@ -36,6 +36,8 @@ ENV_JOB_TOKEN = "ROLLOUT_JOB_TOKEN"  # a job started by hand; launched jobs get 
 ENV_JOB_CLAIM = "ROLLOUT_JOB_CLAIM"
 ENV_EXPERIMENT_ID = "ROLLOUT_EXPERIMENT_ID"
 ENV_JOB_DIR = "ROLLOUT_JOB_DIR"
+# The job's CPU niceness, for its Ray workers (trainer/process_guard.py `setup_worker`).
+ENV_JOB_NICENESS = "ROLLOUT_JOB_NICENESS"
 # Set in the service's environment, it travels to every job: the trainer then runs its torch
 # reference implementations instead of its fast paths (trainer/fast/switch.py).
 ENV_REFERENCE_PATHS = "ROLLOUT_REFERENCE_PATHS"

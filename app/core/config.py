@@ -21,6 +21,9 @@ from app.core import layout
 # Project-local by default, like MLflow's ./mlruns: a run's data sits next to the code that made
 # it and `git status` never shows it (.gitignore lists it).
 DEFAULT_DATA_DIR = Path(".rollout")
+# Experiments' jobs yield the CPU to the API on a shared machine (docs/benchmarks.md, "Viewers
+# of a run that trains").
+JOB_NICENESS = 5
 
 
 class Settings(BaseSettings):
@@ -83,6 +86,14 @@ class Settings(BaseSettings):
         description="A run's scheduled evaluations (evaluation_every) start only while this "
         "many of the API machine's cores were idle over the last 3 s, so they never slow "
         "training; 0 starts them whatever the load.",
+    )
+    job_niceness: int = Field(
+        default=JOB_NICENESS,
+        ge=0,
+        le=19,
+        description="CPU niceness of experiments' jobs (driver and Ray workers): above 0 "
+        "the API, on the same machine, gets a core first and stays responsive while runs "
+        "train; training still takes all the CPU the API leaves idle. 0: the same priority.",
     )
     access_log_jobs: bool = Field(
         default=False,

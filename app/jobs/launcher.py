@@ -30,6 +30,7 @@ from trainer.wire import (
     ENV_EXPERIMENT_ID,
     ENV_JOB_CLAIM,
     ENV_JOB_DIR,
+    ENV_JOB_NICENESS,
     ENV_REFERENCE_PATHS,
     RAY_ENV,
 )
@@ -80,7 +81,9 @@ class JobRequest:
     # evaluations run trainer.evaluation_job with their evaluation id.
     entrypoint_module: str = "trainer.job"
     extra_env: dict[str, str] = field(default_factory=dict)
-    # Above 0: the job runs under `nice -n` (scheduled evaluations take only idle CPU).
+    # Above 0: the job's driver runs under `nice -n` and its Ray workers lower their own
+    # priority to it (training yields the CPU to the API; scheduled evaluations take only idle
+    # CPU).
     niceness: int = 0
 
 
@@ -171,6 +174,8 @@ class RayJobLauncher:
             "PYTHONUNBUFFERED": "1",
         }
         env_vars |= request.extra_env
+        if request.niceness > 0:
+            env_vars[ENV_JOB_NICENESS] = str(request.niceness)
         # Every Ray worker of the job makes itself non-dumpable first: another job (user code,
         # same OS user) cannot read its memory (trainer/process_guard.py).
         return {"env_vars": env_vars, "worker_process_setup_hook": WORKER_SETUP_HOOK}

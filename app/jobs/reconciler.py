@@ -513,6 +513,7 @@ class Reconciler:
                 claim=job_claim,
                 api_url=self.settings.api_url,
                 job_dir=layout.experiment_job_dir(self.settings.data_dir, snap.id),
+                niceness=self.settings.job_niceness,
             )
 
         return await kernel.launch(

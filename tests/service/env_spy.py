@@ -3,7 +3,7 @@
 
 User env modules run inside the job driver and every EnvRunner actor, so whatever a process of
 a job holds in `os.environ` is readable by user code: this env writes it to
-`DIR/env-<pid>.json` for a test to inspect.
+`DIR/env-<pid>.json` for a test to inspect (with the process's CPU niceness).
 """
 
 from __future__ import annotations
@@ -23,7 +23,12 @@ ENV_ID = "EnvSpy-v0"
 class EnvSpy(CartPoleEnv):
     def __init__(self, dump_dir: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        record = {"pid": os.getpid(), "argv": sys.argv, "environ": dict(os.environ)}
+        record = {
+            "pid": os.getpid(),
+            "argv": sys.argv,
+            "environ": dict(os.environ),
+            "niceness": os.getpriority(os.PRIO_PROCESS, 0),
+        }
         (Path(dump_dir) / f"env-{os.getpid()}.json").write_text(json.dumps(record))
 
 

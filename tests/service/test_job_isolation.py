@@ -23,7 +23,7 @@ import pytest
 from pydantic import SecretStr
 
 from app.core.auth import hash_token
-from app.core.config import Settings
+from app.core.config import JOB_NICENESS, Settings
 from app.core.db import make_engine, make_sessionmaker
 from app.core.layout import experiment_job_dir
 from app.experiments.models import Experiment
@@ -153,6 +153,8 @@ def test_a_job_holds_no_service_secret_and_ray_lists_no_job_token(
         where = "trainer/job.py" if kind == "driver" else "default_worker.py"
         assert any(where in a for a in argv), argv
         for record in records:
+            # Driver and EnvRunner alike run at the jobs' niceness: the API gets a core first.
+            assert record["niceness"] == JOB_NICENESS, (kind, record["argv"])
             environ: dict[str, str] = record["environ"]
             assert not set(SERVICE_SECRETS) & set(environ), sorted(environ)
             assert "ROLLOUT_JOB_TOKEN" not in environ
