@@ -204,16 +204,14 @@ def _check_env(config: PPOConfig) -> None:
 # --- train -----------------------------------------------------------------------------------
 def _train(args: argparse.Namespace) -> int:
     out: Path = args.out
-    # Refused at once, before the seconds of torch and env imports a run starts with.
-    _check_out(out, resume=args.resume is not None, overwrite=args.overwrite)
-    from trainer.algorithm import PPO
-    from trainer.checkpoint import load
-    from trainer.checkpoint_manager import CheckpointManager
-    from trainer.loop import ConsoleSink, DirectoryCheckpoints, JsonlSink, run_loop
-
-    if args.resume is not None:
+    resume = args.resume is not None
+    # The config, the env and --out are checked before the seconds of torch imports and
+    # building a run take: a refused command answers at once.
+    if resume:
         if args.config is not None or args.env:
             raise CliError("--resume takes the checkpoint's config; use --set to change it")
+        from trainer.checkpoint import load
+
         try:
             saved, _ = load(args.resume)
         except (FileNotFoundError, ValueError) as exc:
@@ -224,6 +222,10 @@ def _train(args: argparse.Namespace) -> int:
         resolution = build_config(base, args)
     config = resolution.config
     _check_env(config)
+    _check_out(out, resume=resume, overwrite=args.overwrite)
+    from trainer.algorithm import PPO
+    from trainer.checkpoint_manager import CheckpointManager
+    from trainer.loop import ConsoleSink, DirectoryCheckpoints, JsonlSink, run_loop
 
     _prepare_out(out, overwrite=args.overwrite)
     (out / "config.json").write_text(json.dumps(config.to_json_dict(), indent=2))
