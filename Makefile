@@ -36,7 +36,7 @@ format: venv
 
 test: venv frontend lint
 	cd frontend && npm test
-	$(BIN)/python -m pytest
+	$(BIN)/python -m tests.parallel
 
 bench: venv
 	$(MAKE) -C benchmarks all

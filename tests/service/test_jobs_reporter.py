@@ -183,6 +183,7 @@ def test_non_finite_values_are_dropped_and_status_is_retried(
     assert set(api.points) == {(1, "ok")}
 
 
+@pytest.mark.timing
 def test_close_gives_up_after_its_timeout_and_keeps_the_local_copy(
     port: int, tmp_path: Path
 ) -> None:
@@ -235,6 +236,7 @@ def test_nul_and_huge_log_lines_reach_the_real_api(
     assert all(len(line) == 10_000 for line in lines[1:])
 
 
+@pytest.mark.timing
 def test_a_batch_the_api_always_fails_is_given_up_and_the_rest_goes_out(
     port: int, started: list[Server], tmp_path: Path
 ) -> None:

@@ -117,6 +117,7 @@ def _running_experiment_with_backlog(server: ServeProcess, data_dir: Path) -> tu
     return exp_id, token
 
 
+@pytest.mark.timing
 def test_sixty_viewers_get_their_backlog_while_health_stays_fast(
     served: ServeProcess, tmp_path: Path
 ) -> None:
@@ -212,6 +213,7 @@ def test_compressed_viewers_decode_backlog_and_live_messages_exactly(
         assert seen == expected
 
 
+@pytest.mark.timing
 def test_slowloris_connections_are_closed_after_the_header_timeout(served: ServeProcess) -> None:
     from websockets.sync.client import connect
 

@@ -229,6 +229,7 @@ def test_shape_contract_errors_are_clear(values, rewards, lengths, terminated, m
         compute_gae(values, rewards, np.asarray(lengths), np.asarray(terminated), 0.9, 0.5)
 
 
+@pytest.mark.timing
 def test_16k_steps_take_a_few_milliseconds() -> None:
     """Budget well under 5 ms on an idle core; the bound here is loose for a shared CI machine."""
     rng = np.random.default_rng(0)
