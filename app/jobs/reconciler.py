@@ -146,7 +146,10 @@ class Budgets:
             del self._known[gone]
 
 
-def snapshots(session: Session, budgets: Budgets) -> list[Snapshot]:
+def snapshots(session: Session, budgets: Budgets | None = None) -> list[Snapshot]:
+    """Every unfinished experiment; `budgets` remembers their budgets across calls (the
+    reconciler's ticks), without it each config is read now (the /cluster view)."""
+    budgets = Budgets() if budgets is None else budgets
     unfinished = (S.pending, S.queued, S.running, S.stopping)
     rows = session.execute(
         select(
