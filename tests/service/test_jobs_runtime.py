@@ -24,6 +24,7 @@ from app.jobs.ray_head import alive, apply_ray_env, descendants, free_ports
 from app.jobs.runtime import MAX_RAY_TEMP_DIR_LEN, JobsRuntime, prune_sessions, ray_temp_dir
 from app.jobs.salvage import undelivered_rows
 from app.metrics.models import MetricPoint
+from tests.service.faults import ProcessReaper
 
 
 def test_ray_temp_dir_stays_short_enough_for_unix_sockets(tmp_path: Path) -> None:
@@ -94,8 +95,12 @@ def _serve(tmp_path: Path, port: int) -> tuple[subprocess.Popen[bytes], Path]:
 
 
 @pytest.mark.ray
-def test_ctrl_c_of_rollout_serve_leaves_no_ray_process(tmp_path: Path) -> None:
+def test_ctrl_c_of_rollout_serve_leaves_no_ray_process(
+    tmp_path: Path, reaper: ProcessReaper
+) -> None:
     port = free_ports(1)[0]
+    # Should the test fail before Ctrl-C, the head (in a session of its own) is stopped anyway.
+    reaper.track_heads_of(tmp_path)
     serve, log = _serve(tmp_path, port)
     api = httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v1", timeout=10)
     try:
