@@ -134,12 +134,20 @@ class Budgets:
     def __init__(self) -> None:
         self._known: dict[int, tuple[JobResources, str | None]] = {}
 
-    def of(self, session: Session, experiment_id: int) -> tuple[JobResources, str | None]:
-        known = self._known.get(experiment_id)
-        if known is None:
-            config = session.scalar(select(Experiment.config).where(Experiment.id == experiment_id))
-            known = self._known[experiment_id] = resources_of(config)
-        return known
+    def of(
+        self, session: Session, experiment_ids: list[int]
+    ) -> list[tuple[JobResources, str | None]]:
+        """Each experiment's (budget, why its config is invalid or None); the configs of those
+        not known yet are read in one query."""
+        new = [i for i in experiment_ids if i not in self._known]
+        if new:
+            rows = session.execute(
+                select(Experiment.id, Experiment.config).where(Experiment.id.in_(new))
+            )
+            for experiment_id, config in rows:
+                self._known[experiment_id] = resources_of(config)
+        # One deleted between the two queries has no config left: an estimate, not remembered.
+        return [self._known.get(i) or resources_of(None) for i in experiment_ids]
 
     def keep_only(self, experiment_ids: set[int]) -> None:
         """Forget the experiments that have finished (or were deleted)."""
@@ -167,8 +175,9 @@ def snapshots(session: Session, budgets: Budgets | None = None) -> list[Snapshot
         .order_by(Experiment.id)
     ).all()
     out = []
-    for row in rows:
-        resources, invalid = budgets.of(session, row.id)
+    for row, (resources, invalid) in zip(
+        rows, budgets.of(session, [r.id for r in rows]), strict=True
+    ):
         out.append(
             Snapshot(
                 id=row.id,
