@@ -3,6 +3,7 @@ against random search without pruning and against the grid sweep of the same box
 
     python benchmarks/study.py [--box wide|narrow] [--study-seeds 0,1,2] [--budget 100000]
                                [--trials 12] [--methods tpe+median,random] [--warmup-intervals N]
+                               [--percentile P] [--startup-trials N]
                                [--grid-from EARLIER.json]
 
 Starts `rollout serve` on a fresh data dir in /tmp (its own local Ray head) and submits, over
@@ -14,8 +15,9 @@ REST:
 - per study seed, a study over the same box (lr log-uniform, gae_lambda uniform, num_epochs
   an int range, each between the grid's ends) with TPE and the median pruner, and one with the
   random sampler and no pruner, each `--trials` trials.
-`--methods` picks other samplers and pruners (tpe, tpe+asha), `--warmup-intervals` the median
-pruner's warm-up, and `--grid-from` reuses an earlier result's grid runs of the same box and
+`--methods` picks other samplers and pruners (tpe, tpe+asha, tpe+percentile),
+`--warmup-intervals` the median or percentile pruner's warm-up, `--percentile` the share the
+percentile pruner keeps, and `--grid-from` reuses an earlier result's grid runs of the same box and
 budget instead of running them again. Every run trains with env seed 0 (the base config's), so
 the methods differ only in which points they try and how long. A run's score is a study's
 objective: the mean of the last 5 reports of the 100-episode return. The grid's best score is
@@ -74,6 +76,7 @@ METHODS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "random": ({"kind": "random"}, {"kind": "none"}),
     "tpe": ({"kind": "tpe"}, {"kind": "none"}),
     "tpe+asha": ({"kind": "tpe"}, {"kind": "asha"}),
+    "tpe+percentile": ({"kind": "tpe"}, {"kind": "percentile"}),
 }
 ENDED = {"succeeded", "failed", "stopped"}
 
@@ -129,7 +132,13 @@ def main(argv: list[str] | None = None) -> int:
         help=f"comma-separated, of: {', '.join(METHODS)}",
     )
     parser.add_argument(
-        "--warmup-intervals", type=int, default=None, help="the median pruner's warm-up"
+        "--warmup-intervals",
+        type=int,
+        default=None,
+        help="the median or percentile pruner's warm-up",
+    )
+    parser.add_argument(
+        "--percentile", type=float, default=None, help="the percentile pruner's share kept, in %"
     )
     parser.add_argument(
         "--startup-trials", type=int, default=None, help="TPE's random suggestions first"
@@ -172,8 +181,10 @@ def main(argv: list[str] | None = None) -> int:
         for seed in seeds:
             for method in methods:
                 sampler, pruner = METHODS[method]
-                if args.warmup_intervals is not None and pruner["kind"] == "median":
+                if args.warmup_intervals is not None and pruner["kind"] in ("median", "percentile"):
                     pruner = {**pruner, "n_warmup_intervals": args.warmup_intervals}
+                if args.percentile is not None and pruner["kind"] == "percentile":
+                    pruner = {**pruner, "percentile": args.percentile}
                 if args.startup_trials is not None and sampler["kind"] == "tpe":
                     sampler = {**sampler, "n_startup_trials": args.startup_trials}
                 made = api.post(
@@ -272,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                 "methods": methods,
                 "warmup_intervals": args.warmup_intervals,
                 "startup_trials": args.startup_trials,
+                "percentile": args.percentile,
                 "grid_from": str(args.grid_from) if args.grid_from else None,
                 "trials": args.trials,
                 "grid": {

@@ -58,10 +58,11 @@ def run_once(api: httpx.Client, env_id: str, seed: int, filmed: bool, timeout_s:
         "seed": seed,
         "stop": spec["stop"],
         "checkpoint_every": spec["checkpoint_every"],
-        "evaluation_every": spec["every"] if filmed else 0,
     }
     name = f"watch-overhead {env_id} seed {seed} {'filmed' if filmed else 'plain'}"
-    response = api.post("/experiments", json={"name": name, "config": config})
+    every = spec["every"] if filmed else 0
+    body = {"name": name, "config": config, "evaluation_every": every}
+    response = api.post("/experiments", json=body)
     response.raise_for_status()
     exp_id = response.json()["id"]
     deadline = time.monotonic() + timeout_s

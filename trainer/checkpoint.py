@@ -170,7 +170,7 @@ def load(path: Path) -> tuple[PPOConfig, dict[str, Any]]:
         if meta.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"{path}: unsupported checkpoint format {meta.get('format_version')}")
         state = torch.load(directory / STATE_FILE, map_location="cpu", weights_only=True)
-    return PPOConfig.model_validate(meta["config"]), state
+    return PPOConfig.from_saved(meta["config"]), state
 
 
 class _CheckpointDir:

@@ -230,12 +230,6 @@ def _train(args: argparse.Namespace) -> int:
     _prepare_out(out, overwrite=args.overwrite)
     (out / "config.json").write_text(json.dumps(config.to_json_dict(), indent=2))
     print(describe_resolution(resolution, out / "config.json"), flush=True)
-    if config.evaluation_every:
-        print(
-            "note: evaluation_every records videos in the service (rollout submit); here, "
-            "evaluate a checkpoint with `rollout evaluate CHECKPOINT --video FILE`",
-            file=sys.stderr,
-        )
     if args.resume is not None:
         algo = PPO.from_checkpoint(args.resume, config, start_time=PROCESS_START)
     else:

@@ -187,6 +187,11 @@ PresetName = Literal[
 ]
 
 
+# Fields PPOConfig had once; `from_saved` drops them from configs saved before.
+# evaluation_every: a service setting of the experiment since migration 0011.
+RETIRED_FIELDS = frozenset({"evaluation_every"})
+
+
 class PPOConfig(_Frozen):
     """Everything one PPO experiment needs. Field names follow RLlib where they came from it."""
 
@@ -432,16 +437,6 @@ class PPOConfig(_Frozen):
         le=1000,
         description="Most recent checkpoints kept (the best is always kept).",
     )
-    evaluation_every: int = Field(
-        default=0,
-        ge=0,
-        le=100_000,
-        description=(
-            "In the service: record a one-episode evaluation video of every N-th checkpoint "
-            "and of the final one, each in its own low-priority job, shown as the experiment "
-            "page's filmstrip (0: never). `rollout train` ignores it."
-        ),
-    )
 
     @field_validator("env_id")
     @classmethod
@@ -492,6 +487,12 @@ class PPOConfig(_Frozen):
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+    @classmethod
+    def from_saved(cls, raw: dict[str, Any]) -> PPOConfig:
+        """A config saved by an older version (a checkpoint's meta, which no migration
+        rewrites): fields that left PPOConfig since are dropped, the rest validated."""
+        return cls.model_validate({k: v for k, v in raw.items() if k not in RETIRED_FIELDS})
 
 
 def _check_json(value: Any, where: str, depth: int) -> None:

@@ -89,8 +89,20 @@ def suggest_field(path: str, known: tuple[str, ...] | None = None) -> str | None
     return None
 
 
+# Keys that were config fields once and now live elsewhere: where to give them.
+MOVED: dict[str, str] = {
+    "evaluation_every": (
+        "'evaluation_every' is a setting of the experiment (or sweep, or study), not of its "
+        "config: give it beside `config` (`rollout train` records no videos: `rollout evaluate "
+        "CHECKPOINT --video FILE`)"
+    ),
+}
+
+
 def unknown_field_message(path: str) -> str:
     """`unknown field 'learning_rate'; did you mean lr?` (the hint only when one is close)."""
+    if path in MOVED:
+        return MOVED[path]
     meant = suggest_field(path)
     return f"unknown field {path!r}" + (f"; did you mean {meant}?" if meant else "")
 

@@ -6,9 +6,9 @@ without the service's packages) and the client commands (app/commands/, which mu
 torch). So this module is pure: json, pyyaml on demand, nothing else.
 
 A config file is JSON or YAML (by its suffix; anything else is read as JSON). It holds either a
-bare PPOConfig mapping or a submission document `{name, tags, config}`, the two forms the
-browser's form loads too (frontend/src/form/configFile.ts). An empty file is refused in both
-forms and everywhere (`{}` says "all defaults" on purpose).
+bare PPOConfig mapping or a submission document `{name, tags, evaluation_every, config}`, the
+two forms the browser's form loads too (frontend/src/form/configFile.ts). An empty file is
+refused in both forms and everywhere (`{}` says "all defaults" on purpose).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SUBMISSION_KEYS = frozenset({"name", "tags", "config"})
+SUBMISSION_KEYS = frozenset({"name", "tags", "evaluation_every", "config"})
 
 
 class CliError(Exception):
@@ -56,11 +56,13 @@ def read_mapping(path: str | Path) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Submission:
-    """A config file read: the config, and the name and tags a submission document gave."""
+    """A config file read: the config, and the name, tags and evaluation_every (the run's
+    videos as it trains) a submission document gave."""
 
     config: dict[str, Any]
     name: str | None = None
     tags: list[str] = field(default_factory=list)
+    evaluation_every: int = 0
 
 
 def read_submission(path: str | Path) -> Submission:
@@ -72,14 +74,17 @@ def read_submission(path: str | Path) -> Submission:
     if unknown:
         raise CliError(
             f"{path}: unknown keys {', '.join(unknown)} next to `config` (a submission file "
-            "holds name, tags and config; PPO fields go under `config`)"
+            "holds name, tags, evaluation_every and config; PPO fields go under `config`)"
         )
     name, tags = data.get("name"), data.get("tags", [])
     if name is not None and not isinstance(name, str):
         raise CliError(f"{path}: name must be text")
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise CliError(f"{path}: tags must be a list of text")
-    return Submission(config=data["config"], name=name, tags=tags)
+    every = data.get("evaluation_every", 0)
+    if not isinstance(every, int) or isinstance(every, bool) or every < 0:
+        raise CliError(f"{path}: evaluation_every must be a whole number, 0 or more")
+    return Submission(config=data["config"], name=name, tags=tags, evaluation_every=every)
 
 
 def read_config(path: str | Path) -> dict[str, Any]:

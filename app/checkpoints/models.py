@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import BigInteger, Double, ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy import BigInteger, Double, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.core.db import Base, UTCDateTime, utcnow
-from app.experiments.models import NEVER_REUSE_IDS
+from app.core.db import Base, IntPK, UTCDateTime, utcnow
+from app.experiments.models import NEVER_REUSE_IDS, ExperimentRef
 
 
 class Checkpoint(Base):
@@ -18,10 +18,8 @@ class Checkpoint(Base):
     __tablename__ = "checkpoints"
     __table_args__ = (UniqueConstraint("experiment_id", "iteration"), NEVER_REUSE_IDS)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    experiment_id: Mapped[int] = mapped_column(
-        ForeignKey("experiments.id", ondelete="CASCADE"), index=True
-    )
+    id: Mapped[IntPK]
+    experiment_id: Mapped[ExperimentRef] = mapped_column(index=True)
     iteration: Mapped[int] = mapped_column(Integer)
     env_steps: Mapped[int] = mapped_column(BigInteger)
     episode_return_mean: Mapped[float | None] = mapped_column(Double)

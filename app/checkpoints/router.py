@@ -136,7 +136,7 @@ async def upload_checkpoint(
         # Local import: evaluations build on checkpoints (docs/architecture.md).
         from app.evaluations import periodic
 
-        periodic.on_checkpoint(session, exp.config, checkpoint, final=meta.final)
+        periodic.on_checkpoint(session, exp, checkpoint, final=meta.final)
         public = service.to_public([*service.all_checkpoints(session, experiment_id)])
         found = next((c for c in public if c.id == checkpoint.id), None)
         # An out-of-order upload that is neither recent nor best is dropped by retention at

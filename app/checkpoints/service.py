@@ -19,6 +19,8 @@ from app.checkpoints.schemas import CheckpointPublic
 from app.checkpoints.storage import StoredFile
 from app.core.db import publish_after_commit, utcnow
 from app.core.errors import NotFound
+from app.core.from_row import from_row
+from app.core.stored_config import top_level_int
 from app.experiments.lifecycle import ExperimentStatus
 from app.experiments.models import Experiment
 from app.live.messages import CheckpointMessage
@@ -50,15 +52,9 @@ def latest_checkpoint(session: Session, experiment_id: int) -> Checkpoint | None
 def to_public(checkpoints: list[Checkpoint]) -> list[CheckpointPublic]:
     best, latest = best_and_latest(checkpoints)
     return [
-        CheckpointPublic(
-            id=c.id,
-            experiment_id=c.experiment_id,
-            iteration=c.iteration,
-            env_steps=c.env_steps,
-            episode_return_mean=c.episode_return_mean,
-            size_bytes=c.size_bytes,
-            sha256=c.sha256,
-            created_at=c.created_at,
+        from_row(
+            CheckpointPublic,
+            c,
             is_best=best is not None and c.id == best.id,
             is_latest=latest is not None and c.id == latest.id,
         )
@@ -159,7 +155,7 @@ def register(
 def apply_retention(session: Session, exp: Experiment) -> list[Checkpoint]:
     """Keep the `keep_checkpoints` most recent, the best, those an unfinished experiment will
     resume from and those an unfinished evaluation evaluates; delete the rest's rows."""
-    keep_count = int(exp.config.get("keep_checkpoints", 5))
+    keep_count = max(1, top_level_int(exp.config, "keep_checkpoints"))
     checkpoints = all_checkpoints(session, exp.id)
     best, _ = best_and_latest(checkpoints)
     keep = {c.id for c in checkpoints[-keep_count:]}

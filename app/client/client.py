@@ -139,15 +139,23 @@ class RolloutClient:
         config: Mapping[str, Any] | BaseModel,
         name: str,
         tags: Iterable[str] = (),
+        *,
+        evaluation_every: int = 0,
     ) -> ExperimentDetail:
         """Store and queue an experiment. `config` is a PPOConfig or a dict of its fields; the
         service fills the rest from the env's preset and PPOConfig's defaults (a PPOConfig
-        sends only the fields that were set). A bad config is a 422 naming `config.<field>`."""
+        sends only the fields that were set). A bad config is a 422 naming `config.<field>`.
+        `evaluation_every`: a video of every N-th checkpoint as it trains (0: none)."""
         if isinstance(config, BaseModel):
             body_config = config.model_dump(mode="json", exclude_unset=True)
         else:
             body_config = dict(config)
-        body = {"name": name, "config": body_config, "tags": list(tags)}
+        body = {
+            "name": name,
+            "config": body_config,
+            "tags": list(tags),
+            "evaluation_every": evaluation_every,
+        }
         return self._model(ExperimentDetail, "POST", "/experiments", json=body)
 
     def list_experiments(
@@ -209,13 +217,16 @@ class RolloutClient:
         *,
         name: str | None = None,
         tags: Iterable[str] | None = None,
+        evaluation_every: int | None = None,
     ) -> ExperimentDetail:
-        """A new experiment with this config and `overrides` merged in (nested dicts merge)."""
-        body: dict[str, Any] = {"overrides": dict(overrides or {})}
-        if name is not None:
-            body["name"] = name
-        if tags is not None:
-            body["tags"] = list(tags)
+        """A new experiment with this config and `overrides` merged in (nested dicts merge);
+        name, tags and evaluation_every are the source's unless given."""
+        body = _given(
+            overrides=dict(overrides or {}),
+            name=name,
+            tags=None if tags is None else list(tags),
+            evaluation_every=evaluation_every,
+        )
         return self._model(
             ExperimentDetail, "POST", f"/experiments/{experiment_id}/fork", json=body
         )
@@ -230,13 +241,7 @@ class RolloutClient:
     ) -> ExperimentDetail:
         """Rename, retag (replaces the tags) or annotate (notes, markdown; "" clears them) an
         experiment; what is left None stays as it is."""
-        body: dict[str, Any] = {}
-        if name is not None:
-            body["name"] = name
-        if tags is not None:
-            body["tags"] = list(tags)
-        if notes is not None:
-            body["notes"] = notes
+        body = _given(name=name, tags=None if tags is None else list(tags), notes=notes)
         return self._model(ExperimentDetail, "PATCH", f"/experiments/{experiment_id}", json=body)
 
     def delete(self, experiment_id: int) -> None:
@@ -513,3 +518,8 @@ def _filename(response: httpx.Response) -> str | None:
             name = Path(value.strip().strip('"')).name
             return name or None
     return None
+
+
+def _given(**fields: Any) -> dict[str, Any]:
+    """A partial request's body: the fields that are not None (None leaves one as it is)."""
+    return {name: value for name, value in fields.items() if value is not None}

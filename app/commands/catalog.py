@@ -6,6 +6,7 @@ import argparse
 import json
 
 from app.client import RolloutClient
+from app.commands.common import adder
 from trainer.inputs import read_config
 
 
@@ -26,6 +27,5 @@ def cmd_presets(args: argparse.Namespace, client: RolloutClient) -> int:
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser("presets", parents=[common], help="the presets of env families")
-    parser.set_defaults(handler=cmd_presets)
+    parser = adder(sub, common)("presets", cmd_presets, "the presets of env families")
     parser.add_argument("--resolve", metavar="CONFIG", help="print what this config resolves to")

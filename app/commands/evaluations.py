@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 
 from app.client import RolloutClient, WaitTimeout
-from app.commands.common import fmt
+from app.commands.common import adder, fmt
 from trainer.inputs import CliError
 
 
@@ -51,12 +51,11 @@ def cmd_evaluate_remote(args: argparse.Namespace, client: RolloutClient) -> int:
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
+    parser = adder(sub, common)(
         "evaluate-remote",
-        parents=[common],
-        help="evaluate an experiment's checkpoint on the service (a small Ray job)",
+        cmd_evaluate_remote,
+        "evaluate an experiment's checkpoint on the service (a small Ray job)",
     )
-    parser.set_defaults(handler=cmd_evaluate_remote)
     parser.add_argument("id", type=int, help="experiment id")
     parser.add_argument("--checkpoint", default="best", help="best, latest or an id")
     parser.add_argument("--episodes", type=int, default=10)

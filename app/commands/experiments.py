@@ -18,7 +18,7 @@ from app.client import (
     StatusMessage,
     WaitTimeout,
 )
-from app.commands.common import fmt
+from app.commands.common import adder, fmt
 from app.experiments.lifecycle import ExperimentStatus
 from app.experiments.schemas import ExperimentPublic
 from trainer.inputs import (
@@ -35,12 +35,14 @@ WATCH_RECONNECTS = 5
 
 
 def cmd_submit(args: argparse.Namespace, client: RolloutClient) -> int:
-    """A bare config file or a `{name, tags, config}` document (what the browser's form loads
-    and saves); --name and --tag win over the document's."""
+    """A bare config file or a `{name, tags, evaluation_every, config}` document (what the
+    browser's form loads and saves); --name, --tag and --evaluation-every win over the
+    document's."""
     doc = read_submission(args.config)
     name = args.name or doc.name or Path(args.config).stem
     tags = doc.tags if args.tag is None else args.tag
-    print(client.submit(doc.config, name=name, tags=tags).id)
+    every = doc.evaluation_every if args.evaluation_every is None else args.evaluation_every
+    print(client.submit(doc.config, name=name, tags=tags, evaluation_every=every).id)
     return 0
 
 
@@ -120,7 +122,10 @@ def cmd_resume(args: argparse.Namespace, client: RolloutClient) -> int:
 def cmd_fork(args: argparse.Namespace, client: RolloutClient) -> int:
     overrides: dict[str, Any] = read_config(args.config) if args.config else {}
     overrides = deep_merge(overrides, parse_assignments(args.set or []))
-    print(client.fork(args.id, overrides, name=args.name, tags=args.tag).id)
+    fork = client.fork(
+        args.id, overrides, name=args.name, tags=args.tag, evaluation_every=args.evaluation_every
+    )
+    print(fork.id)
     return 0
 
 
@@ -211,17 +216,21 @@ def _show(message: LiveMessage, total: int | None) -> ExperimentStatus | None:
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    def add(name: str, handler: Any, help: str) -> argparse.ArgumentParser:
-        parser = sub.add_parser(name, parents=[common], help=help)
-        parser.set_defaults(handler=handler)
-        return parser
+    add = adder(sub, common)
 
     submit = add("submit", cmd_submit, "submit an experiment config")
     submit.add_argument(
-        "config", help="a config file (.json, .yaml): PPO fields, or {name, tags, config}"
+        "config",
+        help="a config file (.json, .yaml): PPO fields, or {name, tags, evaluation_every, config}",
     )
     submit.add_argument("--name")
     submit.add_argument("--tag", action="append")
+    submit.add_argument(
+        "--evaluation-every",
+        type=int,
+        metavar="N",
+        help="watch it learn: a video of every N-th checkpoint as it trains (0: none)",
+    )
 
     lst = add("list", cmd_list, "list experiments, newest first")
     lst.add_argument("--status")
@@ -269,6 +278,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     fork.add_argument("--config", help="a file of overrides (.json, .yaml)")
     fork.add_argument("--name")
     fork.add_argument("--tag", action="append")
+    fork.add_argument(
+        "--evaluation-every", type=int, metavar="N", help="replace the source's (0: no videos)"
+    )
 
     download = add("download", cmd_download, "download a checkpoint")
     download.add_argument("id", type=int)

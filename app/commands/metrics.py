@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from app.client import RolloutClient
+from app.commands.common import adder
 from app.metrics.schemas import Series
 
 
@@ -53,10 +54,9 @@ def cmd_metrics(args: argparse.Namespace, client: RolloutClient) -> int:
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "metrics", parents=[common], help="export an experiment's metrics (CSV or JSON)"
+    parser = adder(sub, common)(
+        "metrics", cmd_metrics, "export an experiment's metrics (CSV or JSON)"
     )
-    parser.set_defaults(handler=cmd_metrics)
     parser.add_argument("id", type=int)
     form = parser.add_mutually_exclusive_group()
     form.add_argument("--csv", action="store_true", help="a row per env step (the default)")

@@ -16,19 +16,16 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from app.client import APIError, RolloutClient
-from app.commands.common import fmt
-from app.studies.schemas import StudyCreate, StudyDetail, StudyPublic, TrialPublic
-from trainer.inputs import CliError, read_mapping
+from app.commands.common import command_group, fmt
+from app.commands.groups import add_stop_and_delete, counts_text, read_group_file
+from app.studies.schemas import StudyCreate, StudyDetail, TrialPublic
+from trainer.inputs import CliError
 
 STUDY_FIELDS = frozenset(StudyCreate.model_fields)
-
-
-def _counts(study: StudyPublic) -> str:
-    return ", ".join(f"{n} {state}" for state, n in sorted(study.counts.items())) or "no trials"
+NO_TRIALS = "no trials"
 
 
 def _value(value: Any) -> str:
@@ -42,16 +39,8 @@ def _params(params: dict[str, Any]) -> str:
 
 
 def cmd_submit(args: argparse.Namespace, client: RolloutClient) -> int:
-    body = read_mapping(args.file)
-    unknown = sorted(set(body) - STUDY_FIELDS)
-    if unknown:
-        raise CliError(
-            f"{args.file}: unknown keys {', '.join(unknown)} (a study file holds "
-            f"{', '.join(sorted(STUDY_FIELDS))}; PPO fields go under `config`, searched ones "
-            "under `space`)",
-            code=2,
-        )
-    body["name"] = args.name or body.get("name") or Path(args.file).stem
+    hint = "PPO fields go under `config`, searched ones under `space`"
+    body = read_group_file(args.file, STUDY_FIELDS, "study", hint, args.name)
     study = client.create_study(body)
     print(f"study {study.id}: {study.n_trials} trials, at most {study.max_parallel} at a time")
     print(f"watch it: {client.url}/#/studies/{study.id} or `rollout study show {study.id}`")
@@ -86,7 +75,7 @@ def _header(study: StudyDetail) -> list[str]:
     goal = study.objective
     reduce = f"mean of the last {goal.k}" if goal.reduce == "last_k" else "final"
     return [
-        f"study {study.id} {study.name!r}: {study.status} ({_counts(study)}; "
+        f"study {study.id} {study.name!r}: {study.status} ({counts_text(study.counts, NO_TRIALS)}; "
         f"{len(study.trials)}/{study.n_trials} trials, at most {study.max_parallel} at a time)",
         f"objective   {goal.direction} {goal.metric} ({reduce})",
         f"search      {study.sampler.kind} sampler, {study.pruner.kind} pruner, "
@@ -128,7 +117,8 @@ def cmd_best(args: argparse.Namespace, client: RolloutClient) -> int:
             raise
         study = client.study(args.id)  # a study that does not exist: its own 404
         raise CliError(
-            f"study {study.id} has no complete trial yet ({study.status}: {_counts(study)}); "
+            f"study {study.id} has no complete trial yet "
+            f"({study.status}: {counts_text(study.counts, NO_TRIALS)}); "
             f"see `rollout study show {study.id}`",
             code=1,
         ) from None
@@ -144,30 +134,10 @@ def cmd_best(args: argparse.Namespace, client: RolloutClient) -> int:
     return 0
 
 
-def cmd_stop(args: argparse.Namespace, client: RolloutClient) -> int:
-    study = client.stop_study(args.id)
-    print(f"study {study.id}: {study.status} ({_counts(study)})")
-    return 0
-
-
-def cmd_delete(args: argparse.Namespace, client: RolloutClient) -> int:
-    client.delete_study(args.id)
-    print(f"study {args.id}: deleted")
-    return 0
-
-
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    study = sub.add_parser(
-        "study",
-        parents=[common],
-        help="hyperparameter studies (submit, list, show, best, stop, delete)",
+    add = command_group(
+        sub, common, "study", "hyperparameter studies (submit, list, show, best, stop, delete)"
     )
-    actions = study.add_subparsers(dest="study_command", required=True, metavar="ACTION")
-
-    def add(name: str, handler: object, text: str) -> argparse.ArgumentParser:
-        parser = actions.add_parser(name, parents=[common], help=text)
-        parser.set_defaults(handler=handler)
-        return parser
 
     submit = add("submit", cmd_submit, "submit a study file")
     submit.add_argument(
@@ -181,9 +151,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     best = add("best", cmd_best, "the best complete trial and its config (exit 1 if none)")
     best.add_argument("id", type=int)
     best.add_argument("--json", action="store_true", help="the best trial and config as JSON")
-    add("stop", cmd_stop, "suggest no more trials and stop the running ones").add_argument(
-        "id", type=int
+    helps = (
+        "suggest no more trials and stop the running ones",
+        "delete a finished study, its trials and their runs",
     )
-    add("delete", cmd_delete, "delete a finished study, its trials and their runs").add_argument(
-        "id", type=int
-    )
+    stop, delete = RolloutClient.stop_study, RolloutClient.delete_study
+    add_stop_and_delete(add, "study", stop, delete, helps, NO_TRIALS)

@@ -12,30 +12,18 @@ A sweep file (YAML or JSON) holds what POST /api/v1/sweeps takes:
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from app.client import RolloutClient
-from app.commands.common import fmt
-from app.sweeps.schemas import GroupSeries, SweepPublic
-from trainer.inputs import CliError, read_mapping
+from app.commands.common import command_group, fmt
+from app.commands.groups import add_stop_and_delete, counts_text, read_group_file
+from app.sweeps.schemas import GroupSeries, SweepCreate
 
-SWEEP_FIELDS = {"name", "config", "grid", "seeds", "max_parallel"}
-
-
-def _counts(sweep: SweepPublic) -> str:
-    return ", ".join(f"{n} {status}" for status, n in sorted(sweep.counts.items()))
+SWEEP_FIELDS = frozenset(SweepCreate.model_fields)
 
 
 def cmd_submit(args: argparse.Namespace, client: RolloutClient) -> int:
-    body = read_mapping(args.file)
-    unknown = sorted(set(body) - SWEEP_FIELDS)
-    if unknown:
-        raise CliError(
-            f"{args.file}: unknown keys {', '.join(unknown)} (a sweep file holds "
-            f"{', '.join(sorted(SWEEP_FIELDS))}; PPO fields go under `config`)",
-            code=2,
-        )
-    body["name"] = args.name or body.get("name") or Path(args.file).stem
+    hint = "PPO fields go under `config`"
+    body = read_group_file(args.file, SWEEP_FIELDS, "sweep", hint, args.name)
     sweep = client.submit_sweep(body)
     print(f"sweep {sweep.id}: {sweep.size} experiments in {len(sweep.groups)} groups")
     return 0
@@ -49,7 +37,7 @@ def _rank_key(group: GroupSeries) -> tuple[bool, float]:
 def cmd_show(args: argparse.Namespace, client: RolloutClient) -> int:
     sweep = client.sweep(args.id)
     groups = client.sweep_metrics(args.id, points=50).metrics["episode_return_mean"].groups
-    print(f"sweep {sweep.id} {sweep.name!r}: {sweep.status} ({_counts(sweep)})")
+    print(f"sweep {sweep.id} {sweep.name!r}: {sweep.status} ({counts_text(sweep.counts)})")
     print(f"{'RANK':>4}  {'FINAL MEAN':>10}  {'MIN':>8}  {'MAX':>8}  {'SEEDS':>5}  GROUP")
     for rank, g in enumerate(sorted(groups, key=_rank_key), 1):
         f = g.final
@@ -74,35 +62,15 @@ def cmd_list(args: argparse.Namespace, client: RolloutClient) -> int:
     return 0
 
 
-def cmd_stop(args: argparse.Namespace, client: RolloutClient) -> int:
-    sweep = client.stop_sweep(args.id)
-    print(f"sweep {sweep.id}: {sweep.status} ({_counts(sweep)})")
-    return 0
-
-
-def cmd_delete(args: argparse.Namespace, client: RolloutClient) -> int:
-    client.delete_sweep(args.id)
-    print(f"sweep {args.id}: deleted")
-    return 0
-
-
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    sweep = sub.add_parser(
-        "sweep", parents=[common], help="grid x seeds sweeps (submit, list, show, stop, delete)"
+    add = command_group(
+        sub, common, "sweep", "grid x seeds sweeps (submit, list, show, stop, delete)"
     )
-    actions = sweep.add_subparsers(dest="sweep_command", required=True, metavar="ACTION")
-
-    def add(name: str, handler: object, text: str) -> argparse.ArgumentParser:
-        parser = actions.add_parser(name, parents=[common], help=text)
-        parser.set_defaults(handler=handler)
-        return parser
 
     submit = add("submit", cmd_submit, "submit a sweep file")
     submit.add_argument("file", help="a sweep file (.yaml, .json): name, config, grid, seeds")
     submit.add_argument("--name", help="overrides the file's name")
     add("list", cmd_list, "sweeps, newest first").add_argument("--limit", type=int, default=50)
     add("show", cmd_show, "a sweep's groups, ranked").add_argument("id", type=int)
-    add("stop", cmd_stop, "stop every member of a sweep").add_argument("id", type=int)
-    add("delete", cmd_delete, "delete a finished sweep and its experiments").add_argument(
-        "id", type=int
-    )
+    helps = ("stop every member of a sweep", "delete a finished sweep and its experiments")
+    add_stop_and_delete(add, "sweep", RolloutClient.stop_sweep, RolloutClient.delete_sweep, helps)

@@ -20,20 +20,23 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Annotated, Any, Protocol, TypeVar
 
 from sqlalchemy import (
     Connection,
     DateTime,
     Engine,
     Enum,
+    Integer,
     MetaData,
+    String,
+    Text,
     create_engine,
     event,
     select,
 )
 from sqlalchemy.engine import Dialect, make_url
-from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.sql.base import ExecutableOption
 from sqlalchemy.types import TypeDecorator
 
@@ -59,6 +62,10 @@ MIGRATION_LOCK_KEY = 0x526F6C6C  # "Roll"
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+# The id of a row users see or other rows reference (with NEVER_REUSE_IDS on SQLite).
+IntPK = Annotated[int, mapped_column(Integer, primary_key=True, autoincrement=True)]
 
 
 def status_type(enum: type[enum_module.Enum]) -> Enum:
@@ -126,6 +133,22 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
 
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
+
+
+class JobColumns:
+    """The columns of a row that runs as a Ray job (an experiment, an evaluation): its clock,
+    its job's id and credentials (app/core/auth.py), and how it failed."""
+
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)  # submitted to Ray
+    finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    ray_job_id: Mapped[str | None] = mapped_column(String(128))
+    job_token_hash: Mapped[str | None] = mapped_column(String(64))
+    # One-time code the launched job exchanges for its token (docs/operations.md).
+    job_claim_hash: Mapped[str | None] = mapped_column(String(64))
+    error: Mapped[str | None] = mapped_column(Text)
+    log_tail: Mapped[str | None] = mapped_column(Text)
 
 
 class Publisher(Protocol):

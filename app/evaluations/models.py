@@ -22,21 +22,19 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.core.db import Base, UTCDateTime, status_type, utcnow
+from app.core.db import Base, IntPK, JobColumns, UTCDateTime, status_type
 from app.evaluations.lifecycle import ALLOWED, EvaluationStatus
-from app.experiments.models import NEVER_REUSE_IDS
+from app.experiments.models import NEVER_REUSE_IDS, ExperimentRef
 
 __all__ = ["ALLOWED", "Evaluation", "EvaluationEpisode", "EvaluationStatus"]
 
 
-class Evaluation(Base):
+class Evaluation(JobColumns, Base):
     __tablename__ = "evaluations"
     __table_args__ = NEVER_REUSE_IDS
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    experiment_id: Mapped[int] = mapped_column(
-        ForeignKey("experiments.id", ondelete="CASCADE"), index=True
-    )
+    id: Mapped[IntPK]
+    experiment_id: Mapped[ExperimentRef] = mapped_column(index=True)
     # No foreign key: retention may delete the checkpoint; the evaluation keeps what it was.
     checkpoint_id: Mapped[int] = mapped_column(Integer)
     checkpoint_ref: Mapped[str] = mapped_column(String(32))  # as asked: best, latest or an id
@@ -50,17 +48,7 @@ class Evaluation(Base):
     scheduled: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     status: Mapped[EvaluationStatus] = mapped_column(status_type(EvaluationStatus), index=True)
     reason: Mapped[str] = mapped_column(Text, default="")
-    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
-    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
-    started_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)  # submitted to Ray
     job_started_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)  # the job called in
-    finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
-    ray_job_id: Mapped[str | None] = mapped_column(String(128))
-    job_token_hash: Mapped[str | None] = mapped_column(String(64))
-    # One-time code the launched job exchanges for its token (docs/operations.md).
-    job_claim_hash: Mapped[str | None] = mapped_column(String(64))
-    error: Mapped[str | None] = mapped_column(Text)
-    log_tail: Mapped[str | None] = mapped_column(Text)
     # Kept current by every episode upload (SQLite has no stddev aggregate).
     episodes_done: Mapped[int] = mapped_column(Integer, default=0)
     return_mean: Mapped[float | None] = mapped_column(Double)

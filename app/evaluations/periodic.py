@@ -11,36 +11,36 @@ leaves idle; retention keeps their checkpoints until they end.
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.checkpoints.models import Checkpoint
+from app.core.stored_config import top_level_int
 from app.evaluations import service
 from app.evaluations.models import Evaluation
 from app.evaluations.schemas import EvaluationCreate
+from app.experiments.models import Experiment
 
 SCHEDULED = EvaluationCreate(episodes=1, seed=0, deterministic=True, record_video=True)
 
 
-def is_due(config: dict[str, Any], iteration: int, *, final: bool) -> bool:
-    """Whether the checkpoint at `iteration` gets a scheduled evaluation."""
-    every = int(config.get("evaluation_every") or 0)
+def is_due(every: int, checkpoint_every: int, iteration: int, *, final: bool) -> bool:
+    """Whether the checkpoint at `iteration` gets a scheduled evaluation, for a run with
+    `evaluation_every` = `every` and its config's `checkpoint_every`."""
     if every <= 0:
         return False
     if final:
         return True
-    per = int(config.get("checkpoint_every") or 0)
-    return per > 0 and iteration % (every * per) == 0
+    return checkpoint_every > 0 and iteration % (every * checkpoint_every) == 0
 
 
 def on_checkpoint(
-    session: Session, config: dict[str, Any], checkpoint: Checkpoint, *, final: bool
+    session: Session, exp: Experiment, checkpoint: Checkpoint, *, final: bool
 ) -> Evaluation | None:
     """The scheduled evaluation of a just-recorded checkpoint, if it is due and has none yet
     (a re-upload of the same iteration keeps its checkpoint row, so it gets no second one)."""
-    if not is_due(config, checkpoint.iteration, final=final):
+    per = top_level_int(exp.config, "checkpoint_every")
+    if not is_due(exp.evaluation_every, per, checkpoint.iteration, final=final):
         return None
     existing = session.scalar(
         select(Evaluation.id).where(

@@ -28,6 +28,7 @@ from app.core import layout
 from app.core.config import Settings
 from app.core.db import SessionMaker
 from app.core.errors import NotFound
+from app.core.from_row import from_row
 from app.evaluations import service
 from app.evaluations.models import Evaluation, EvaluationStatus
 from app.jobs import kernel
@@ -133,17 +134,7 @@ def snapshots(session: Session) -> list[EvaluationSnapshot]:
         .order_by(Evaluation.id)
     )
     return [
-        EvaluationSnapshot(
-            id=e.id,
-            experiment_id=e.experiment_id,
-            status=e.status,
-            ray_job_id=e.ray_job_id,
-            created_at=e.created_at,
-            started_at=e.started_at,
-            scheduled=e.scheduled,
-            run_ended=run_status in FINISHED,
-        )
-        for e, run_status in rows
+        from_row(EvaluationSnapshot, e, run_ended=run_status in FINISHED) for e, run_status in rows
     ]
 
 

@@ -20,6 +20,7 @@ from app.checkpoints import service as checkpoints
 from app.core.auth import JobTokens
 from app.core.db import get_row, publish_after_commit, stamp_transition, utcnow
 from app.core.errors import Conflict, IllegalTransition, InvalidInput, NotFound
+from app.core.from_row import from_row
 from app.evaluations import files
 from app.evaluations.models import ALLOWED, Evaluation, EvaluationEpisode, EvaluationStatus
 from app.evaluations.schemas import (
@@ -97,15 +98,12 @@ def add(
 ) -> Evaluation:
     """A pending evaluation of `checkpoint` (already resolved), announced after commit."""
     evaluation = Evaluation(
+        **data.model_dump(exclude={"checkpoint"}),  # episodes, seed, deterministic, video
         experiment_id=checkpoint.experiment_id,
         checkpoint_id=checkpoint.id,
         checkpoint_ref=ref,
         checkpoint_iteration=checkpoint.iteration,
         checkpoint_env_steps=checkpoint.env_steps,
-        episodes=data.episodes,
-        seed=data.seed,
-        deterministic=data.deterministic,
-        record_video=data.record_video,
         scheduled=scheduled,
         status=E.pending,
         reason=reason,
@@ -173,14 +171,10 @@ authorize_job = JOB_TOKENS.authorize
 
 def job_spec(evaluation: Evaluation) -> EvaluationSpec:
     """What the evaluation's job runs."""
-    return EvaluationSpec(
+    return from_row(
+        EvaluationSpec,
+        evaluation,
         evaluation_id=evaluation.id,
-        experiment_id=evaluation.experiment_id,
-        checkpoint_id=evaluation.checkpoint_id,
-        episodes=evaluation.episodes,
-        seed=evaluation.seed,
-        deterministic=evaluation.deterministic,
-        record_video=evaluation.record_video,
         video_max_bytes=files.VIDEO_MAX_BYTES,
         video_max_frames=files.VIDEO_MAX_FRAMES,
     )
@@ -305,33 +299,15 @@ def video_public(evaluation: Evaluation) -> VideoPublic | None:
 
 
 def to_public(evaluation: Evaluation) -> EvaluationPublic:
-    return EvaluationPublic(
-        id=evaluation.id,
-        experiment_id=evaluation.experiment_id,
+    return from_row(
+        EvaluationPublic,
+        evaluation,
         checkpoint=evaluation.checkpoint_ref,
-        checkpoint_id=evaluation.checkpoint_id,
-        checkpoint_iteration=evaluation.checkpoint_iteration,
-        checkpoint_env_steps=evaluation.checkpoint_env_steps,
-        episodes=evaluation.episodes,
-        seed=evaluation.seed,
-        deterministic=evaluation.deterministic,
-        record_video=evaluation.record_video,
-        scheduled=evaluation.scheduled,
-        status=evaluation.status,
-        reason=evaluation.reason,
-        error=evaluation.error,
-        created_at=evaluation.created_at,
-        started_at=evaluation.started_at,
-        job_started_at=evaluation.job_started_at,
-        finished_at=evaluation.finished_at,
-        ray_job_id=evaluation.ray_job_id,
-        episodes_done=evaluation.episodes_done,
         return_mean=_finite(evaluation.return_mean),
         return_std=_finite(evaluation.return_std),
         return_min=_finite(evaluation.return_min),
         return_max=_finite(evaluation.return_max),
         video=video_public(evaluation),
-        video_message=evaluation.video_message,
     )
 
 

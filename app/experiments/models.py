@@ -3,37 +3,48 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Annotated, Any
 
 from sqlalchemy import JSON, BigInteger, Double, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from app.core.db import Base, UTCDateTime, status_type, utcnow
+from app.core.db import Base, IntPK, JobColumns, UTCDateTime, status_type, utcnow
+from app.core.stored_config import PPOConfigColumn, StoredConfig
 from app.experiments.lifecycle import ExperimentStatus
 
 # SQLite reuses the highest rowid after a delete unless the table is AUTOINCREMENT; ids that are
 # shown to users or referenced by other rows must never come back for a different row.
 NEVER_REUSE_IDS = {"sqlite_autoincrement": True}
+# A row's experiment: the database deletes the row with it (ON DELETE CASCADE).
+ExperimentRef = Annotated[int, mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"))]
 
 
-class Experiment(Base):
+class RunGroupColumns:
+    """The columns of every group of runs (a sweep's members, a study's trials): its name, the
+    base config as the user gave it (partial, unresolved: each run resolves its own), how many
+    of its runs may run at once, and the settings it gives each run."""
+
+    id: Mapped[IntPK]
+    name: Mapped[str] = mapped_column(String(200))
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    max_parallel: Mapped[int] = mapped_column(Integer)
+    # Given to every run (videos as it trains; 0: none).
+    evaluation_every: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Experiment(JobColumns, Base):
     __tablename__ = "experiments"
     __table_args__ = NEVER_REUSE_IDS
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[IntPK]
     name: Mapped[str] = mapped_column(String(200))
-    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # Validated once when stored; loads typed (a StaleConfig if it no longer validates).
+    config: Mapped[StoredConfig] = mapped_column(PPOConfigColumn)
+    # Watch it learn: every N-th periodic checkpoint gets a video evaluation (0: none).
+    evaluation_every: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     status: Mapped[ExperimentStatus] = mapped_column(status_type(ExperimentStatus), index=True)
-    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
-    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
-    started_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
-    finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
-    ray_job_id: Mapped[str | None] = mapped_column(String(128))
-    job_token_hash: Mapped[str | None] = mapped_column(String(64))
-    # One-time code the launched job exchanges for its token (docs/operations.md).
-    job_claim_hash: Mapped[str | None] = mapped_column(String(64))
-    error: Mapped[str | None] = mapped_column(Text)
-    log_tail: Mapped[str | None] = mapped_column(Text)
     # Latest / best values of the metrics the list page shows, kept current by ingest.
     env_steps: Mapped[int | None] = mapped_column(BigInteger)
     elapsed_s: Mapped[float | None] = mapped_column(Double)
@@ -73,9 +84,7 @@ class Experiment(Base):
 class ExperimentTag(Base):
     __tablename__ = "experiment_tags"
 
-    experiment_id: Mapped[int] = mapped_column(
-        ForeignKey("experiments.id", ondelete="CASCADE"), primary_key=True
-    )
+    experiment_id: Mapped[ExperimentRef] = mapped_column(primary_key=True)
     tag: Mapped[str] = mapped_column(String(64), primary_key=True, index=True)
 
 
@@ -85,10 +94,8 @@ class ExperimentEvent(Base):
     __tablename__ = "experiment_events"
     __table_args__ = NEVER_REUSE_IDS
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    experiment_id: Mapped[int] = mapped_column(
-        ForeignKey("experiments.id", ondelete="CASCADE"), index=True
-    )
+    id: Mapped[IntPK]
+    experiment_id: Mapped[ExperimentRef] = mapped_column(index=True)
     from_status: Mapped[str | None] = mapped_column(String(16))
     to_status: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str] = mapped_column(Text, default="")
@@ -104,7 +111,7 @@ class LogLine(Base):
         NEVER_REUSE_IDS,
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"))
+    id: Mapped[IntPK]
+    experiment_id: Mapped[ExperimentRef]
     at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     line: Mapped[str] = mapped_column(Text)

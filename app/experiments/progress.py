@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from app.core.db import utcnow
+from app.core.from_row import from_row
+from app.core.stored_config import StoredConfig
 from app.experiments.lifecycle import ExperimentStatus
 from app.experiments.models import Experiment
 from app.experiments.schemas import ExperimentPublic
+from trainer.config import PPOConfig
 
 
 def progress(exp: Experiment) -> float:
@@ -18,10 +21,7 @@ def progress(exp: Experiment) -> float:
     """
     if exp.status == ExperimentStatus.succeeded:
         return 1.0
-    stop = exp.config.get("stop") if isinstance(exp.config, dict) else None
-    env_steps, wall_seconds, target = (
-        _positive(stop, key) for key in ("env_steps", "wall_seconds", "episode_return_mean")
-    )
+    env_steps, wall_seconds, target = _criteria(exp.config)
     fractions = [0.0]
     if env_steps and exp.env_steps:
         fractions.append(exp.env_steps / env_steps)
@@ -36,35 +36,31 @@ def progress(exp: Experiment) -> float:
     return min(1.0, max(fractions))
 
 
-def _positive(stop: Any, key: str) -> float | None:
-    """A positive number from the stored stop criteria; None for anything else (a config
-    stored by an older version may not validate any more, and must still be listed)."""
-    value = stop.get(key) if isinstance(stop, dict) else None
+def _criteria(config: StoredConfig) -> tuple[float | None, float | None, float | None]:
+    """The positive stop criteria (env steps, wall seconds, return target); None for the
+    others. A stale config is still listed: its criteria are read as far as they make sense."""
+    if isinstance(config, PPOConfig):
+        stop = config.stop
+        values: tuple[Any, ...] = (stop.env_steps, stop.wall_seconds, stop.episode_return_mean)
+    else:
+        raw = config.to_json_dict().get("stop")
+        raw = raw if isinstance(raw, dict) else {}
+        values = tuple(raw.get(k) for k in ("env_steps", "wall_seconds", "episode_return_mean"))
+    env_steps, wall_seconds, target = (_positive(v) for v in values)
+    return env_steps, wall_seconds, target
+
+
+def _positive(value: Any) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
         return float(value)
     return None
 
 
 def to_public(exp: Experiment) -> ExperimentPublic:
-    return ExperimentPublic(
-        id=exp.id,
-        name=exp.name,
+    return from_row(
+        ExperimentPublic,
+        exp,
         tags=exp.tag_names,
-        config=exp.config,
-        status=exp.status,
-        created_at=exp.created_at,
-        started_at=exp.started_at,
-        finished_at=exp.finished_at,
+        config=exp.config.to_json_dict(),
         progress=progress(exp),
-        env_steps=exp.env_steps,
-        episode_return_mean=exp.episode_return_mean,
-        best_return=exp.best_return,
-        error=exp.error,
-        log_tail=exp.log_tail,
-        ray_job_id=exp.ray_job_id,
-        parent_id=exp.parent_id,
-        resume_from_checkpoint_id=exp.resume_from_checkpoint_id,
-        sweep_id=exp.sweep_id,
-        sweep_group=exp.sweep_group,
-        notes=exp.notes,
     )

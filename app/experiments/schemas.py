@@ -25,6 +25,21 @@ def _clean_tags(tags: list[str]) -> list[str]:
     return reject_nul_in_all(cleaned)
 
 
+# Watch it learn, a setting of the run (and of sweeps and studies, for their runs), not of the
+# trainer's config: app/evaluations/periodic.py reads it as checkpoints arrive.
+EvaluationEvery = Annotated[
+    int,
+    Field(
+        ge=0,
+        le=100_000,
+        description=(
+            "Record a one-episode evaluation video of every N-th periodic checkpoint and of the "
+            "final one, each in its own low-priority job, shown as the experiment page's "
+            "filmstrip (0: never)."
+        ),
+    ),
+]
+
 # One definition for create and fork: a fork's tags become an ExperimentCreate's, so they
 # must be validated the same way before the request is accepted.
 Tags = Annotated[list[str], Field(max_length=MAX_TAGS), AfterValidator(_clean_tags)]
@@ -38,6 +53,7 @@ class ExperimentCreate(BaseModel):
         default_factory=dict, description="A PPOConfig as JSON; omitted fields take defaults."
     )
     tags: Tags = Field(default_factory=list)
+    evaluation_every: EvaluationEvery = 0
     parent_id: int | None = Field(
         default=None,
         ge=1,
@@ -59,6 +75,9 @@ class ExperimentFork(BaseModel):
         default_factory=dict, description="Merged into the source config (nested dicts merge)."
     )
     tags: Tags | None = Field(default=None, description="Replace the source's tags; null: keep.")
+    evaluation_every: EvaluationEvery | None = Field(
+        default=None, description="Replace the source's evaluation_every; null: keep."
+    )
 
 
 MAX_NOTES_CHARS = 20_000
@@ -102,6 +121,7 @@ class ExperimentPublic(BaseModel):
     name: str
     tags: list[str]
     config: dict[str, Any]
+    evaluation_every: EvaluationEvery
     status: ExperimentStatus
     created_at: dt.datetime
     started_at: dt.datetime | None

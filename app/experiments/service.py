@@ -15,14 +15,14 @@ import logging
 import time
 from typing import Any, Protocol
 
-from pydantic import ValidationError
 from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session, lazyload
 
 from app.core.auth import JobTokens
 from app.core.db import get_row, publish_after_commit, stamp_transition, utcnow
-from app.core.errors import Conflict, IllegalTransition, InvalidInput, NotFound, field_errors
+from app.core.errors import Conflict, IllegalTransition, InvalidInput, NotFound
 from app.core.params import MAX_ID
+from app.core.stored_config import StaleConfig
 from app.experiments.lifecycle import ExperimentStatus, can_transition
 from app.experiments.models import Experiment, ExperimentEvent, ExperimentTag, LogLine
 from app.experiments.progress import to_public
@@ -192,7 +192,8 @@ def create(
         sweep_group=sweep_group,
         sweep_point=sweep_point,
         name=data.name,
-        config=config.to_json_dict(),
+        config=config,
+        evaluation_every=data.evaluation_every,
         status=S.pending,
         parent_id=parent_id,
         resume_from_checkpoint_id=resume_from_checkpoint_id,
@@ -339,17 +340,14 @@ def job_spec(exp: Experiment) -> ExperimentSpec:
     """What the experiment's job runs, typed. Its config was validated when it was stored; one
     stored by an older version that no longer validates is a 409 naming its fields (the
     reconciler fails such an experiment before it launches)."""
-    try:
-        config = PPOConfig.model_validate(exp.config)
-    except ValidationError as exc:
+    if isinstance(exp.config, StaleConfig):
         raise Conflict(
-            "the experiment's stored config no longer validates",
-            fields=field_errors(exc.errors(), "config"),
-        ) from None
+            "the experiment's stored config no longer validates", fields=exp.config.errors
+        )
     return ExperimentSpec(
         experiment_id=exp.id,
         name=exp.name,
-        config=config,
+        config=exp.config,
         resume_from_checkpoint_id=exp.resume_from_checkpoint_id,
     )
 
@@ -463,7 +461,7 @@ def resume(
     checkpoint = latest_checkpoint(session, experiment_id)
     if checkpoint is None:
         raise Conflict(f"experiment {experiment_id} has no checkpoint to resume from")
-    config = source.config
+    config = source.config.to_json_dict()
     if request is not None and request.stop:
         config = deep_merge(config, {"stop": request.stop})
     budget = validate_config(config).stop.env_steps  # a bad stop field is its own 422 first
@@ -478,7 +476,10 @@ def resume(
             "nothing to resume", fields=[{"field": "stop.env_steps", "message": message}]
         )
     data = ExperimentCreate(
-        name=f"{source.name} (resumed)"[:200], config=config, tags=source.tag_names
+        name=f"{source.name} (resumed)"[:200],
+        config=config,
+        tags=source.tag_names,
+        evaluation_every=source.evaluation_every,
     )
     return create(
         session,
@@ -517,9 +518,15 @@ def update(session: Session, experiment_id: int, request: ExperimentUpdate) -> E
 def fork(session: Session, experiment_id: int, request: ExperimentFork) -> Experiment:
     """A new experiment with the source's config and `overrides` merged in."""
     source = get(session, experiment_id)
-    config = deep_merge(source.config, request.overrides)
+    config = deep_merge(source.config.to_json_dict(), request.overrides)
     tags = source.tag_names if request.tags is None else request.tags
+    every = (
+        source.evaluation_every if request.evaluation_every is None else request.evaluation_every
+    )
     data = ExperimentCreate(
-        name=request.name or f"{source.name} (fork)"[:200], config=config, tags=tags
+        name=request.name or f"{source.name} (fork)"[:200],
+        config=config,
+        tags=tags,
+        evaluation_every=source.evaluation_every if every is None else every,
     )
     return create(session, data, parent_id=source.id, reason=f"forked from {source.id}")

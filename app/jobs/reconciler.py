@@ -40,16 +40,15 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
-from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core import layout
 from app.core.config import Settings
 from app.core.db import SessionMaker
-from app.core.errors import field_errors
+from app.core.from_row import from_row
+from app.core.stored_config import StoredConfig
 from app.evaluations.scheduling import (
     EvaluationQueue,
     EvaluationScheduler,
@@ -107,20 +106,18 @@ RESOURCE_FIELDS = (
 )
 
 
-def resources_of(raw: Any) -> tuple[JobResources, str | None]:
+def resources_of(config: StoredConfig | None) -> tuple[JobResources, str | None]:
     """The experiment's budget, and None, or an estimate and why its config is invalid."""
+    if isinstance(config, PPOConfig):
+        return JobResources.of(config), None
+    if config is None:  # deleted meanwhile
+        return JobResources.of(PPOConfig()), None
+    raw = config.to_json_dict()
+    values = {k: raw[k] for k in RESOURCE_FIELDS if k in raw}
     try:
-        return JobResources.of(PPOConfig.model_validate(raw)), None
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{f['field']}: {f['message']}" for f in field_errors(exc.errors(), "config")[:10]
-        )
-        reason = f"its stored config no longer validates: {problems}"
-    values = {k: raw[k] for k in RESOURCE_FIELDS if k in raw} if isinstance(raw, dict) else {}
-    try:
-        return JobResources.of(PPOConfig.model_construct(**values)), reason
+        return JobResources.of(PPOConfig.model_construct(**values)), config.reason
     except Exception:
-        return JobResources.of(PPOConfig()), reason
+        return JobResources.of(PPOConfig()), config.reason
 
 
 class Budgets:
@@ -179,14 +176,10 @@ def snapshots(session: Session, budgets: Budgets | None = None) -> list[Snapshot
         rows, budgets.of(session, [r.id for r in rows]), strict=True
     ):
         out.append(
-            Snapshot(
-                id=row.id,
-                status=row.status,
+            from_row(
+                Snapshot,
+                row,
                 resources=resources,
-                ray_job_id=row.ray_job_id,
-                started_at=row.started_at,
-                created_at=row.created_at,
-                sweep_id=row.sweep_id,
                 sweep_max_parallel=row.max_parallel,
                 invalid_config=invalid,
             )

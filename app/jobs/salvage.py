@@ -230,7 +230,7 @@ def salvage_checkpoints(
         os.replace(copied.path, final)
         placed = storage.StoredFile(final, copied.size_bytes, copied.sha256)
         checkpoint, removed = checkpoints.register(session, exp, meta, placed, root)
-        periodic.on_checkpoint(session, exp.config, checkpoint, final=meta.final)
+        periodic.on_checkpoint(session, exp, checkpoint, final=meta.final)
         into.checkpoints.append(meta.iteration)
         into.remove_after_commit += [archive, checkpoint_meta_path(archive), *removed]
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Double, ForeignKey, SmallInteger, String
+from sqlalchemy import BigInteger, Double, SmallInteger, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base
+from app.experiments.models import ExperimentRef
 
 
 class MetricPoint(Base):
@@ -18,9 +19,7 @@ class MetricPoint(Base):
     __tablename__ = "metric_points"
     __table_args__ = {"sqlite_with_rowid": False}
 
-    experiment_id: Mapped[int] = mapped_column(
-        ForeignKey("experiments.id", ondelete="CASCADE"), primary_key=True
-    )
+    experiment_id: Mapped[ExperimentRef] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(128), primary_key=True)
     step: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     value: Mapped[float] = mapped_column(Double)
@@ -38,9 +37,7 @@ class MetricRollup(Base):
     __tablename__ = "metric_rollups"
     __table_args__ = {"sqlite_with_rowid": False}
 
-    experiment_id: Mapped[int] = mapped_column(
-        ForeignKey("experiments.id", ondelete="CASCADE"), primary_key=True
-    )
+    experiment_id: Mapped[ExperimentRef] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(128), primary_key=True)
     level: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
     bucket: Mapped[int] = mapped_column(BigInteger, primary_key=True)

@@ -13,33 +13,27 @@ from typing import Any
 from sqlalchemy import JSON, Double, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.core.db import Base, UTCDateTime, utcnow
-from app.experiments.models import NEVER_REUSE_IDS
+from app.core.db import Base, IntPK, UTCDateTime, utcnow
+from app.experiments.models import NEVER_REUSE_IDS, RunGroupColumns
 
 
-class Study(Base):
+class Study(RunGroupColumns, Base):
     __tablename__ = "studies"
     __table_args__ = NEVER_REUSE_IDS
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    name: Mapped[str] = mapped_column(String(200))
-    # As the user gave them (validated): the base config (unresolved), the search space
-    # (dotted field -> ParamSpec), the objective, the sampler and the pruner.
-    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # As the user gave them (validated): the search space (dotted field -> ParamSpec), the
+    # objective, the sampler and the pruner.
     space: Mapped[dict[str, Any]] = mapped_column(JSON)
     objective: Mapped[dict[str, Any]] = mapped_column(JSON)
     sampler: Mapped[dict[str, Any]] = mapped_column(JSON)
     pruner: Mapped[dict[str, Any]] = mapped_column(JSON)
     n_trials: Mapped[int] = mapped_column(Integer)
-    max_parallel: Mapped[int] = mapped_column(Integer)
     seed: Mapped[int] = mapped_column(Integer)
     # Env steps between two intermediate values (the pruner's steps), fixed at creation.
     interval_env_steps: Mapped[int] = mapped_column(Integer)
     stopped_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)  # stopped by the user
     # Every trial has ended and none is to come: the study driver skips it from then on.
     finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, index=True)
-    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
-    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class StudyTrial(Base):
@@ -50,7 +44,7 @@ class StudyTrial(Base):
     __tablename__ = "study_trials"
     __table_args__ = (UniqueConstraint("study_id", "number"), NEVER_REUSE_IDS)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[IntPK]
     study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), index=True)
     number: Mapped[int] = mapped_column(Integer)
     # The trial's experiment; deleting that experiment alone keeps the trial (its params and

@@ -12,7 +12,7 @@ from app.core.auth import require_api_token
 from app.core.db import run_in_transaction
 from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
 from app.core.params import ExperimentId, StudyId
-from app.experiments.files import remove_experiment_files
+from app.experiments.groups import delete_runs, stop_runs
 from app.studies import service
 from app.studies.schemas import StudyBest, StudyCreate, StudyDetail, StudyList, TrialOf
 
@@ -72,23 +72,14 @@ async def stop_study(
         stopping = service.stop(session, study_id)
         return stopping, service.detail(session, service.get(session, study_id))
 
-    stopping, detail = await asyncio.to_thread(run_in_transaction, sessionmaker, work)
-    if jobs is not None:
-        for experiment_id in stopping:
-            await jobs.request_stop(experiment_id)
-        jobs.wake()
-    return detail
+    return await stop_runs(sessionmaker, jobs, work)
 
 
 @router.delete("/{study_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_study(study_id: StudyId, session: SessionDep, settings: SettingsDep) -> Response:
     """Only once every trial has ended (409 otherwise): deletes the study, its trials and
     their runs as deleting each run would (metrics, checkpoints, files)."""
-    run_ids = service.delete(session, study_id)
-    for experiment_id in run_ids:
-        remove_experiment_files(settings, experiment_id)  # before the commit, as for one
-    session.commit()
-    return Response(status_code=status.HTTP_204_NO_CONTENT)
+    return delete_runs(session, settings, service.delete(session, study_id))
 
 
 @experiments_router.get("/{experiment_id}/trial", response_model=TrialOf | None)

@@ -10,6 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from app.core.json_bounds import JsonObject, check_depth
 from app.core.text import NoNulStr
 from app.experiments.lifecycle import ExperimentStatus
+from app.experiments.schemas import EvaluationEvery
 from trainer.config import MAX_SEED
 
 MAX_TRIALS = 500
@@ -84,10 +85,11 @@ class SamplerSpec(BaseModel):
 class PrunerSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["median", "asha", "none"] = Field(
+    kind: Literal["median", "percentile", "asha", "none"] = Field(
         default="median",
         description="median: stop a trial below the median of finished trials at the same "
-        "step; asha: asynchronous successive halving; none: every trial runs its budget.",
+        "step; percentile: the same against another percentile (keep the top `percentile` "
+        "%); asha: asynchronous successive halving; none: every trial runs its budget.",
     )
     interval_env_steps: int | None = Field(
         default=None,
@@ -96,10 +98,24 @@ class PrunerSpec(BaseModel):
         description="Env steps between intermediate values; default a tenth of the budget.",
     )
     n_startup_trials: int = Field(
-        default=3, ge=0, le=MAX_TRIALS, description="median: finished trials before pruning."
+        default=3,
+        ge=0,
+        le=MAX_TRIALS,
+        description="median, percentile: finished trials before pruning.",
     )
     n_warmup_intervals: int = Field(
-        default=2, ge=0, le=1000, description="median: intervals a trial runs before pruning."
+        default=2,
+        ge=0,
+        le=1000,
+        description="median, percentile: intervals a trial runs before pruning.",
+    )
+    percentile: float = Field(
+        default=75.0,
+        gt=0.0,
+        lt=100.0,
+        description="percentile: the share of trials kept at each step, in %: 75 stops only "
+        "those in the worst quarter (for a noisy objective, where the median stops as many "
+        "good settings as bad ones); 50 is the median pruner.",
     )
     min_intervals: int = Field(default=1, ge=1, le=1000, description="asha: the first rung.")
     reduction_factor: int = Field(
@@ -123,6 +139,7 @@ class StudyCreate(BaseModel):
     )
     n_trials: int = Field(ge=1, le=MAX_TRIALS)
     max_parallel: int = Field(default=2, ge=1, le=MAX_PARALLEL)
+    evaluation_every: EvaluationEvery = Field(default=0, description="Each trial's.")
     objective: Objective = Field(default_factory=Objective)
     sampler: SamplerSpec = Field(default_factory=SamplerSpec)
     pruner: PrunerSpec = Field(default_factory=PrunerSpec)
@@ -161,6 +178,7 @@ class StudyPublic(BaseModel):
     pruner: PrunerSpec
     n_trials: int
     max_parallel: int
+    evaluation_every: int = Field(description="Each trial's (videos as it trains; 0: none).")
     seed: int
     interval_env_steps: int
     created_at: dt.datetime

@@ -146,6 +146,12 @@ def _pruner(spec: PrunerSpec) -> optuna.pruners.BasePruner | None:
         return optuna.pruners.MedianPruner(
             n_startup_trials=spec.n_startup_trials, n_warmup_steps=spec.n_warmup_intervals
         )
+    if spec.kind == "percentile":
+        return optuna.pruners.PercentilePruner(
+            spec.percentile,
+            n_startup_trials=spec.n_startup_trials,
+            n_warmup_steps=spec.n_warmup_intervals,
+        )
     if spec.kind == "asha":
         return optuna.pruners.SuccessiveHalvingPruner(
             min_resource=spec.min_intervals, reduction_factor=spec.reduction_factor
@@ -175,18 +181,22 @@ def why_pruned(study: Study, trials: Sequence[StudyTrial], trial: StudyTrial) ->
     maximize = study.objective.get("direction", "maximize") == "maximize"
     step = max(int(s) for s in trial.intermediate)
     here = trial.intermediate[str(step)]
-    if spec.kind == "median":
+    if spec.kind in ("median", "percentile"):
         values = sorted(
             t.intermediate[str(step)]
             for t in trials
             if t.state == "complete" and str(step) in (t.intermediate or {})
         )
         best = (max if maximize else min)(trial.intermediate.values())
-        median = float(np.median(values)) if values else float("nan")
+        kept = 50.0 if spec.kind == "median" else spec.percentile
+        # Optuna's rule: the kept share's edge, counted from the better end.
+        edge = float(np.percentile(values, 100 - kept if maximize else kept)) if values else None
         side = "below" if maximize else "above"
+        bar = "the median" if spec.kind == "median" else f"the top {kept:g} % edge"
         return (
-            f"median pruner: {metric} {best:.4g} (best so far) is {side} the median {median:.4g} "
-            f"of {len(values)} finished trials at {step:,} env steps"
+            f"{spec.kind} pruner: {metric} {best:.4g} (best so far) is {side} {bar} "
+            f"{float('nan') if edge is None else edge:.4g} of {len(values)} finished trials at "
+            f"{step:,} env steps"
         )
     rung = trial.system_attrs and max(
         (k for k in trial.system_attrs if k.startswith("completed_rung_")), default=None

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from app.core.db import get_row, utcnow
 from app.core.errors import Conflict, NotFound
+from app.core.from_row import from_row
 from app.experiments import service as experiments
 from app.experiments.lifecycle import ExperimentStatus
 from app.experiments.models import Experiment
@@ -63,18 +64,8 @@ def create(session: Session, data: StudyCreate) -> Study:
     """Store the study (no trial yet: the reconciler suggests them); InvalidInput, nothing
     stored, when its space, config, objective or pruner is bad."""
     checked = space.check(data)
-    study = Study(
-        name=data.name,
-        config=data.config,
-        space={k: v.model_dump() for k, v in data.space.items()},
-        objective=data.objective.model_dump(),
-        sampler=data.sampler.model_dump(),
-        pruner=data.pruner.model_dump(),
-        n_trials=data.n_trials,
-        max_parallel=data.max_parallel,
-        seed=data.seed,
-        interval_env_steps=checked.interval_env_steps,
-    )
+    # Every field of the request is a column, stored as given (nested models as JSON).
+    study = Study(**data.model_dump(), interval_env_steps=checked.interval_env_steps)
     session.add(study)
     session.flush()
     return study
@@ -214,7 +205,11 @@ def _suggest(session: Session, study: Study, trials: list[StudyTrial]) -> StudyT
         )
         _finish(trial, "failed", f"its params make no valid config ({why})")
     else:
-        body = ExperimentCreate(name=f"{study.name} #{number}"[:200], config=config)
+        body = ExperimentCreate(
+            name=f"{study.name} #{number}"[:200],
+            config=config,
+            evaluation_every=study.evaluation_every,
+        )
         run = experiments.create(session, body, reason=f"trial {number} of study {study.id}")
         trial.experiment_id = run.id
     session.add(trial)
@@ -241,19 +236,9 @@ def best_trial(study: Study, trials: list[StudyTrial]) -> StudyTrial | None:
 
 def to_public(study: Study, trials: list[StudyTrial]) -> StudyPublic:
     best = best_trial(study, trials)
-    return StudyPublic(
-        id=study.id,
-        name=study.name,
-        config=study.config,
-        space=study.space,
-        objective=study.objective,
-        sampler=study.sampler,
-        pruner=study.pruner,
-        n_trials=study.n_trials,
-        max_parallel=study.max_parallel,
-        seed=study.seed,
-        interval_env_steps=study.interval_env_steps,
-        created_at=study.created_at,
+    return from_row(
+        StudyPublic,
+        study,
         status=status(study),
         counts=dict(Counter(t.state for t in trials)),
         best_value=best.value if best else None,
@@ -263,19 +248,13 @@ def to_public(study: Study, trials: list[StudyTrial]) -> StudyPublic:
 
 def trial_public(trial: StudyTrial, run: Experiment | None) -> TrialPublic:
     steps = sorted(trial.intermediate or {}, key=int)
-    return TrialPublic(
-        number=trial.number,
-        experiment_id=trial.experiment_id,
+    return from_row(
+        TrialPublic,
+        trial,
         experiment_status=run.status if run else None,
-        params=trial.params,
-        state=trial.state,
-        value=trial.value,
         latest=trial.intermediate[steps[-1]] if steps else None,
         env_steps=run.env_steps if run else None,
         intermediate=trial.intermediate or {},
-        note=trial.note,
-        created_at=trial.created_at,
-        finished_at=trial.finished_at,
     )
 
 
@@ -316,7 +295,7 @@ def best(session: Session, study_id: int) -> StudyBest:
     return StudyBest(
         study_id=study_id,
         trial=trial_public(trial, run),
-        config=run.config if run else space.trial_config(study.config, trial.params),
+        config=run.config.to_json_dict() if run else space.trial_config(study.config, trial.params),
     )
 
 

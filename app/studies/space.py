@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from app.core.errors import InvalidInput
 from app.studies.schemas import Categorical, FloatRange, IntRange, StudyCreate
-from app.sweeps.grid import FREE_FORM, key_error, nested
+from app.sweeps.grid import FREE_FORM, key_error, nested, overlap_error
 from trainer.config import PPOConfig
 from trainer.env_catalog import unknown_env_message
 from trainer.field_names import config_error_message
@@ -89,16 +89,7 @@ def _range_problems(key: str, spec: FloatRange | IntRange) -> list[FieldError]:
 def _shape_problems(data: StudyCreate) -> list[FieldError]:
     errors: list[FieldError] = []
     for key, spec in data.space.items():
-        problem = key_error(key)
-        if problem is None:
-            problem = next(
-                (
-                    f"overlaps key {other!r}"
-                    for other in data.space
-                    if other != key and key.startswith(other + ".")
-                ),
-                None,
-            )
+        problem = key_error(key) or overlap_error(key, data.space, "key")
         if problem:
             errors.append({"field": f"space.{key}", "message": problem})
         elif isinstance(spec, FloatRange | IntRange):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +91,13 @@ def key_error(key: str) -> str | None:
     return None
 
 
+def overlap_error(key: str, keys: Iterable[str], what: str) -> str | None:
+    """Why `key` cannot stand beside `keys`: it lies inside another one ("model" and
+    "model.hidden_sizes" would set one field twice)."""
+    inside = (other for other in keys if other != key and key.startswith(other + "."))
+    return next((f"overlaps {what} {other!r}" for other in inside), None)
+
+
 def _check_shape(data: SweepCreate) -> list[FieldError]:
     errors: list[FieldError] = []
     if "seed" in data.config:
@@ -97,16 +105,7 @@ def _check_shape(data: SweepCreate) -> list[FieldError]:
     if len(data.grid) > MAX_KEYS:
         errors.append({"field": "grid", "message": f"at most {MAX_KEYS} keys"})
     for key, values in data.grid.items():
-        problem = key_error(key)
-        if problem is None:
-            problem = next(
-                (
-                    f"overlaps grid key {other!r}"
-                    for other in data.grid
-                    if other != key and key.startswith(other + ".")
-                ),
-                None,
-            )
+        problem = key_error(key) or overlap_error(key, data.grid, "grid key")
         if problem is None and not values:
             problem = "needs at least one value"
         if problem is None and len(values) > MAX_VALUES_PER_KEY:

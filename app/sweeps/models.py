@@ -8,26 +8,19 @@ status is derived from its members' (`app.sweeps.service.sweep_status`).
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
-from sqlalchemy import JSON, Integer, String
+from sqlalchemy import JSON
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.core.db import Base, UTCDateTime, utcnow
-from app.experiments.models import NEVER_REUSE_IDS
+from app.core.db import Base
+from app.experiments.models import NEVER_REUSE_IDS, RunGroupColumns
 
 
-class Sweep(Base):
+class Sweep(RunGroupColumns, Base):
     __tablename__ = "sweeps"
     __table_args__ = NEVER_REUSE_IDS
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    name: Mapped[str] = mapped_column(String(200))
-    # As the user gave them: the base config (unresolved), the grid and the seeds.
-    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # As the user gave them: the grid and the seeds.
     grid: Mapped[dict[str, list[Any]]] = mapped_column(JSON)
     seeds: Mapped[list[int]] = mapped_column(JSON)
-    max_parallel: Mapped[int] = mapped_column(Integer)
-    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
-    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)

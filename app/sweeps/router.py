@@ -12,7 +12,7 @@ from app.core.auth import require_api_token
 from app.core.db import run_in_transaction
 from app.core.deps import JobsDep, SessionDep, SessionMakerDep, SettingsDep
 from app.core.params import SweepId
-from app.experiments.files import remove_experiment_files
+from app.experiments.groups import delete_runs, stop_runs
 from app.sweeps import service
 from app.sweeps.metrics import DEFAULT_POINTS, MAX_POINTS
 from app.sweeps.schemas import SweepCreate, SweepDetail, SweepList, SweepMetrics
@@ -59,22 +59,14 @@ async def stop_sweep(
         stopping = service.stop(session, sweep_id)
         return stopping, service.detail(session, service.get(session, sweep_id))
 
-    stopping, detail = await asyncio.to_thread(run_in_transaction, sessionmaker, work)
-    if jobs is not None:
-        for experiment_id in stopping:
-            await jobs.request_stop(experiment_id)
-    return detail
+    return await stop_runs(sessionmaker, jobs, work)
 
 
 @router.delete("/{sweep_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_sweep(sweep_id: SweepId, session: SessionDep, settings: SettingsDep) -> Response:
     """Only once every member has ended (409 otherwise): deletes the sweep and its members as
     deleting each experiment would (metrics, checkpoints, files)."""
-    member_ids = service.delete(session, sweep_id)
-    for experiment_id in member_ids:
-        remove_experiment_files(settings, experiment_id)  # before the commit, as for one
-    session.commit()
-    return Response(status_code=status.HTTP_204_NO_CONTENT)
+    return delete_runs(session, settings, service.delete(session, sweep_id))
 
 
 @router.get("/{sweep_id}/metrics", response_model=SweepMetrics)

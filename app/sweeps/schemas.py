@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from app.core.json_bounds import JsonObject, check_depth
 from app.core.text import NoNulStr
 from app.experiments.lifecycle import ExperimentStatus
-from app.experiments.schemas import ExperimentPublic
+from app.experiments.schemas import EvaluationEvery, ExperimentPublic
 
 MAX_SEEDS = 100
 MAX_PARALLEL = 1000
@@ -36,6 +36,7 @@ class SweepCreate(BaseModel):
     max_parallel: int = Field(
         default=4, ge=1, le=MAX_PARALLEL, description="Members of this sweep running at once."
     )
+    evaluation_every: EvaluationEvery = Field(default=0, description="Each member's.")
 
 
 class SweepGroup(BaseModel):
@@ -52,6 +53,7 @@ class SweepPublic(BaseModel):
     grid: dict[str, list[Any]]
     seeds: list[int]
     max_parallel: int
+    evaluation_every: int = Field(description="Each member's (videos as it trains; 0: none).")
     created_at: dt.datetime
     status: ExperimentStatus = Field(
         description="running (a member runs) | queued (members wait, none runs) | stopping | "

@@ -16,6 +16,8 @@ from sqlalchemy.orm import Session
 
 from app.core.db import get_row, utcnow
 from app.core.errors import Conflict, InvalidInput
+from app.core.from_row import from_row
+from app.core.stored_config import top_level_int
 from app.experiments import service as experiments
 from app.experiments.lifecycle import ExperimentStatus
 from app.experiments.models import Experiment
@@ -48,19 +50,14 @@ def create(session: Session, data: SweepCreate) -> Sweep:
     """The sweep and one pending experiment per grid point x seed; InvalidInput (nothing
     stored) when any key, value or member config is bad."""
     plan = grid.plan(data)
-    sweep = Sweep(
-        name=data.name,
-        config=data.config,
-        grid=data.grid,
-        seeds=data.seeds,
-        max_parallel=data.max_parallel,
-    )
+    sweep = Sweep(**data.model_dump())  # every field of the request is a column
     session.add(sweep)
     session.flush()
     for member in plan.members:
         body = ExperimentCreate(
             name=member_name(data.name, grid.label(member.point), member.seed),
             config=member.config.to_json_dict(),
+            evaluation_every=data.evaluation_every,
         )
         experiments.create(
             session,
@@ -103,14 +100,9 @@ def sweep_status(counts: Counter[str]) -> str:
 
 
 def to_public(sweep: Sweep, counts: Counter[str]) -> SweepPublic:
-    return SweepPublic(
-        id=sweep.id,
-        name=sweep.name,
-        config=sweep.config,
-        grid=sweep.grid,
-        seeds=sweep.seeds,
-        max_parallel=sweep.max_parallel,
-        created_at=sweep.created_at,
+    return from_row(
+        SweepPublic,
+        sweep,
         status=sweep_status(counts),
         counts=dict(counts),
         size=sum(counts.values()),
@@ -125,7 +117,7 @@ def _groups(sweep: Sweep, rows: list[Experiment]) -> list[GroupRef]:
         GroupRef(
             index=index,
             point=dict(exps[0].sweep_point or {}),
-            members=[MemberRef(e.id, index, int(e.config.get("seed", 0))) for e in exps],
+            members=[MemberRef(e.id, index, top_level_int(e.config, "seed")) for e in exps],
         )
         for index, exps in sorted(by_group.items())
     ]

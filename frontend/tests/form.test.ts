@@ -56,6 +56,9 @@ describe("config files", () => {
   it("reads YAML and JSON, bare configs and submission documents", async () => {
     expect(await parseConfigText("lr: 0.001\nstop:\n  env_steps: 5000\n")).toEqual({ config: { lr: 0.001, stop: { env_steps: 5000 } } });
     expect(await parseConfigText('{"name": "x", "tags": ["a"], "config": {"gamma": 0.9}}')).toEqual({ name: "x", tags: ["a"], config: { gamma: 0.9 } });
+    // evaluation_every is the run's setting: a submission document holds it beside `config`.
+    expect(await parseConfigText("name: x\nevaluation_every: 4\nconfig: {lr: 0.001}\n")).toEqual({ name: "x", evaluationEvery: 4, config: { lr: 0.001 } });
+    expect(getPath(DEFAULTS, "evaluation_every")).toBeUndefined();
     await expect(parseConfigText("- 1\n- 2")).rejects.toThrow(/mapping/);
     await expect(parseConfigText("{bad json")).rejects.toThrow(/not valid/);
     await expect(parseConfigText("a: [1")).rejects.toThrow(/not valid/);

@@ -2,7 +2,8 @@
 records a video of every 2nd checkpoint and of the final one as it trains (scheduled, niced
 evaluation jobs on the shared Ray head); the experiment page shows them as a filmstrip whose
 slider and thumbnails play each checkpoint's episode and mark its step on the return curve.
-The run is submitted through the new-experiment form, where evaluation_every is a field."""
+The run is submitted through the new-experiment form, where evaluation_every is a field of the
+experiment (beside its name and tags, not in its config)."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ FORM_VALUES = {
     "num_epochs": "2",
     "stop.env_steps": str(12 * 256),  # 12 iterations
     "checkpoint_every": "2",
-    "evaluation_every": "2",  # iterations 4 and 8, and the final checkpoint (12)
 }
+VIDEOS_EVERY = "2"  # checkpoints: iterations 4 and 8, and the final checkpoint (12)
 
 
 @pytest.fixture
@@ -67,12 +68,13 @@ def test_a_run_with_evaluation_every_shows_a_filmstrip_with_a_step_slider(
     page.fill('[name="name"]', "film")
     for path, value in FORM_VALUES.items():
         page.fill(f'[name="config.{path}"]', value)
+    page.fill('[name="evaluation_every"]', VIDEOS_EVERY)  # the run's setting, beside its config
     page.click("button[type=submit]")
     page.wait_for_url(re.compile(r"#/experiments/\d+$"))
     exp_id = int(page.url.rsplit("/", 1)[1])
     with httpx.Client(base_url=jobs_server.url, timeout=30) as client:
-        config = client.get(f"{API}/experiments/{exp_id}").json()["config"]
-        assert (config["evaluation_every"], config["env_id"]) == (2, "CartPole-v1")
+        created = client.get(f"{API}/experiments/{exp_id}").json()
+        assert (created["evaluation_every"], created["config"]["env_id"]) == (2, "CartPole-v1")
         filmstrip = page.locator("[data-role=filmstrip]")
         filmstrip.wait_for()  # shown (with when the first video comes) before any exists
 

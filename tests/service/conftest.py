@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import JSON, Integer, column, create_engine, inspect, table, text, update
 
 from app.core.config import Settings
 from app.core.db import (
@@ -143,8 +143,10 @@ def client(app: FastAPI) -> Iterator[TestClient]:
 
 @pytest.fixture
 def create_experiment(client: TestClient) -> Callable[..., dict[str, Any]]:
-    def create(name: str = "exp", config: dict[str, Any] | None = None, tags=()) -> dict[str, Any]:
-        body = {"name": name, "config": config or SMALL_CONFIG, "tags": list(tags)}
+    def create(
+        name: str = "exp", config: dict[str, Any] | None = None, tags=(), **fields: Any
+    ) -> dict[str, Any]:
+        body = {"name": name, "config": config or SMALL_CONFIG, "tags": list(tags), **fields}
         response = client.post("/api/v1/experiments", json=body)
         assert response.status_code == 201, response.text
         return response.json()
@@ -185,3 +187,11 @@ def reaper() -> Iterator[Any]:
         yield reaped
     finally:
         reaped.reap()
+
+
+def store_raw_config(sessionmaker: SessionMaker, experiment_id: int, config: Any) -> None:
+    """Write an experiment's config as plain JSON, past the column type that stores only
+    validated configs: what an older version with looser rules, or a hand edit, left behind."""
+    raw = table("experiments", column("id", Integer), column("config", JSON))
+    with transaction(sessionmaker) as session:
+        session.execute(update(raw).where(raw.c.id == experiment_id).values(config=config))

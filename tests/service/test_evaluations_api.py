@@ -363,8 +363,9 @@ def test_evaluation_every_schedules_video_evaluations_as_checkpoints_arrive(
 ) -> None:
     """Every 2nd periodic checkpoint (iterations 4, 8) and the final one (9) get a scheduled
     one-episode video evaluation; a re-upload gets no second one; retention keeps them."""
-    config = {**SMALL_CONFIG, "checkpoint_every": 2, "evaluation_every": 2, "keep_checkpoints": 1}
-    exp = create_experiment(config=config)
+    config = {**SMALL_CONFIG, "checkpoint_every": 2, "keep_checkpoints": 1}
+    exp = create_experiment(config=config, evaluation_every=2)
+    assert exp["evaluation_every"] == 2 and "evaluation_every" not in exp["config"]
     token = job_token(exp["id"])
     for iteration in (2, 4, 4, 6, 8):
         _upload_checkpoint(client, exp["id"], token, iteration, b"x")

@@ -236,8 +236,8 @@ def checkpoint_at(sessionmaker: SessionMaker, experiment_id: int, iteration: int
         )
         session.add(checkpoint)
         session.flush()
-        config = experiments.get(session, experiment_id).config
-        scheduled = periodic.on_checkpoint(session, config, checkpoint, final=False)
+        exp = experiments.get(session, experiment_id)
+        scheduled = periodic.on_checkpoint(session, exp, checkpoint, final=False)
         return scheduled.id if scheduled is not None else None
 
 
@@ -247,7 +247,7 @@ def test_scheduled_evaluations_take_idle_cpu_one_at_a_time_per_experiment(
     reconciler = make_reconciler(sessionmaker, ray, tmp_path)
     # The experiment reserves all 4 CPUs: a user's 1-CPU evaluation waits, scheduled ones not.
     full = {**SMALL, "num_env_runners": 1, "num_cpus_per_env_runner": 3.0}
-    exp_id = create(sessionmaker, {**full, "checkpoint_every": 1, "evaluation_every": 1})
+    exp_id = create(sessionmaker, {**full, "checkpoint_every": 1}, evaluation_every=1)
     tick(reconciler)
     assert status(sessionmaker, exp_id) == "running"
     first, second = checkpoint_at(sessionmaker, exp_id, 1), checkpoint_at(sessionmaker, exp_id, 2)
@@ -275,16 +275,14 @@ def test_scheduled_evaluations_take_idle_cpu_one_at_a_time_per_experiment(
 def test_which_checkpoints_are_scheduled(sessionmaker: SessionMaker) -> None:
     from app.evaluations.periodic import is_due
 
-    config = {"checkpoint_every": 10, "evaluation_every": 3}
-    due = [i for i in range(1, 100) if is_due(config, i, final=False)]
+    due = [i for i in range(1, 100) if is_due(3, 10, i, final=False)]
     assert due == [30, 60, 90]
-    assert is_due(config, 97, final=True)
-    assert not is_due({**config, "evaluation_every": 0}, 30, final=True)
-    assert not is_due({"checkpoint_every": 10}, 30, final=True)  # older configs: off
-    assert is_due({"checkpoint_every": 0, "evaluation_every": 2}, 7, final=True)
-    assert not is_due({"checkpoint_every": 0, "evaluation_every": 2}, 7, final=False)
+    assert is_due(3, 10, 97, final=True)
+    assert not is_due(0, 10, 30, final=True)
+    assert is_due(2, 0, 7, final=True)  # checkpoints only at the end: the final one
+    assert not is_due(2, 0, 7, final=False)
 
-    exp_id = create(sessionmaker, {**SMALL, "checkpoint_every": 10, "evaluation_every": 3})
+    exp_id = create(sessionmaker, {**SMALL, "checkpoint_every": 10}, evaluation_every=3)
     assert checkpoint_at(sessionmaker, exp_id, 10) is None
     assert checkpoint_at(sessionmaker, exp_id, 30) is not None
 
@@ -294,7 +292,7 @@ def test_scheduled_evaluations_wait_while_the_machine_has_no_idle_core(
 ) -> None:
     load = FixedLoad(idle=False)
     reconciler = make_reconciler(sessionmaker, ray, tmp_path, load=load)
-    exp_id = create(sessionmaker, {**SMALL, "checkpoint_every": 1, "evaluation_every": 1})
+    exp_id = create(sessionmaker, {**SMALL, "checkpoint_every": 1}, evaluation_every=1)
     tick(reconciler)
     scheduled = checkpoint_at(sessionmaker, exp_id, 1)
     users = evaluate(sessionmaker, exp_id)
@@ -379,7 +377,7 @@ def test_once_the_run_ended_its_scheduled_evaluations_run_like_any_other(
     trains; its queued reason says so. After the run, it reserves a CPU and starts."""
     load = FixedLoad(idle=False)
     reconciler = make_reconciler(sessionmaker, ray, tmp_path, load=load)
-    exp_id = create(sessionmaker, {**SMALL, "checkpoint_every": 1, "evaluation_every": 1})
+    exp_id = create(sessionmaker, {**SMALL, "checkpoint_every": 1}, evaluation_every=1)
     tick(reconciler)
     scheduled = checkpoint_at(sessionmaker, exp_id, 1)
     assert scheduled is not None

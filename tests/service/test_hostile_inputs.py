@@ -14,7 +14,6 @@ import httpx
 import pytest
 import uvicorn
 from fastapi.testclient import TestClient
-from sqlalchemy import update
 from starlette.websockets import WebSocketDisconnect
 
 from app.core.body_limit import BodyLimitMiddleware
@@ -22,9 +21,9 @@ from app.core.config import Settings
 from app.core.db import transaction
 from app.evaluations import service as evaluations
 from app.experiments import service as experiments
-from app.experiments.models import Experiment
 from app.jobs.ray_head import free_ports
 from app.main import create_app
+from tests.service.conftest import store_raw_config
 
 HUGE = 99999999999999999999  # beyond int64
 INT64_MAX = 2**63 - 1
@@ -502,8 +501,7 @@ def test_a_stored_config_that_no_longer_validates_is_still_listed(
 ) -> None:
     exp = create_experiment()
     odd = {"env_id": 5, "stop": "soon", "train_batch_size_per_learner": 2_000_000_000}
-    with transaction(app.state.sessionmaker) as session:
-        session.execute(update(Experiment).where(Experiment.id == exp["id"]).values(config=odd))
+    store_raw_config(app.state.sessionmaker, exp["id"], odd)
     assert client.get(f"/api/v1/experiments/{exp['id']}").json()["config"] == odd
     assert [e["id"] for e in client.get("/api/v1/experiments").json()["items"]] == [exp["id"]]
 

@@ -9,10 +9,8 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from sqlalchemy import update
 
-from app.core.db import transaction
-from app.experiments.models import Experiment
+from tests.service.conftest import store_raw_config
 from trainer.config import PPOConfig
 from trainer.wire import ExperimentSpec
 
@@ -49,10 +47,7 @@ def test_a_stored_config_that_no_longer_validates_is_a_409_naming_its_fields(
     token = job_token(created["id"])
     # As an older version with looser rules might have stored it.
     stale = {**created["config"], "lr": -1.0, "retired_field": 3}
-    with transaction(app.state.sessionmaker) as session:
-        session.execute(
-            update(Experiment).where(Experiment.id == created["id"]).values(config=stale)
-        )
+    store_raw_config(app.state.sessionmaker, created["id"], stale)
     response = client.get(f"{JOBS}/{created['id']}", headers={"Authorization": f"Bearer {token}"})
     assert response.status_code == 409, response.text
     error = response.json()["error"]

@@ -9,17 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event, update
+from sqlalchemy import event
 
 from app.core.config import Settings
 from app.core.db import SessionMaker, transaction
 from app.core.errors import Forbidden
 from app.experiments import service
-from app.experiments.models import Experiment
 from app.experiments.schemas import ExperimentCreate
 from app.jobs.launcher import JobRequest, RayJob, RayJobState, RayUnavailable
 from app.jobs.reconciler import MISSING_GRACE_S, Budgets, Reconciler, snapshots
 from app.jobs.resources import ClusterResources, JobResources
+from tests.service.conftest import store_raw_config
 from trainer.config import PPOConfig
 
 SMALL = {"env_id": "CartPole-v1", "stop": {"env_steps": 1000}}  # 1 CPU (in-process driver)
@@ -94,9 +94,12 @@ def make_reconciler(
     return Reconciler(settings, sessionmaker, ray, idle_cores=idle)  # type: ignore[arg-type]
 
 
-def create(sessionmaker: SessionMaker, config: dict[str, Any] = SMALL) -> int:
+def create(
+    sessionmaker: SessionMaker, config: dict[str, Any] = SMALL, evaluation_every: int = 0
+) -> int:
+    body = ExperimentCreate(name="x", config=config, evaluation_every=evaluation_every)
     with transaction(sessionmaker) as session:
-        return service.create(session, ExperimentCreate(name="x", config=config)).id
+        return service.create(session, body).id
 
 
 def status(sessionmaker: SessionMaker, exp_id: int) -> str:
@@ -334,8 +337,7 @@ def test_two_api_processes_never_launch_an_experiment_twice(
 
 def corrupt_config(sessionmaker: SessionMaker, exp_id: int, config: Any) -> None:
     """What an older version with looser bounds (or a hand edit) may have stored."""
-    with transaction(sessionmaker) as session:
-        session.execute(update(Experiment).where(Experiment.id == exp_id).values(config=config))
+    store_raw_config(sessionmaker, exp_id, config)
 
 
 def test_an_invalid_stored_config_fails_its_experiment_and_the_others_go_on(

@@ -86,6 +86,28 @@ def test_submit_invalid_config_shows_fields(server, tmp_path, capsys):
     assert "Traceback" not in err
 
 
+def test_submit_and_fork_take_evaluation_every_beside_the_config(server, tmp_path, capsys):
+    url, _ = server
+    doc = tmp_path / "filmed.yaml"
+    doc.write_text("name: filmed\nevaluation_every: 3\nconfig:\n  env_id: CartPole-v1\n")
+    assert main(["submit", str(doc), "--url", url]) == 0
+    exp_id = int(capsys.readouterr().out)
+    assert main(["submit", str(doc), "--url", url, "--evaluation-every", "0"]) == 0
+    plain_id = int(capsys.readouterr().out)
+    assert main(["fork", str(exp_id), "--url", url, "--evaluation-every", "7"]) == 0
+    fork_id = int(capsys.readouterr().out)
+    with httpx.Client(base_url=f"{url}/api/v1") as api:
+        every = [api.get(f"/experiments/{i}").json()["evaluation_every"] for i in
+                 (exp_id, plain_id, fork_id)]  # fmt: skip
+    assert every == [3, 0, 7]
+    old = tmp_path / "old.yaml"
+    old.write_text("env_id: CartPole-v1\nevaluation_every: 3\n")
+    assert main(["submit", str(old), "--url", url]) == 1
+    err = capsys.readouterr().err
+    assert "config.evaluation_every" in err and "beside `config`" in err
+    assert "Traceback" not in err
+
+
 def test_watch_follows_until_success_and_download(server, tmp_path, capsys):
     url, data_dir = server
     exp_id = _submit(url, tmp_path, capsys, name="watched")

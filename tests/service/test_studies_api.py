@@ -272,6 +272,34 @@ def test_trials_are_followed_pruned_settled_and_the_study_finishes(
         assert sid not in service.unfinished_ids(session)
 
 
+def test_the_percentile_pruner_stops_only_the_worst_share(
+    client: TestClient, app: FastAPI, run_trial: Callable[..., None]
+) -> None:
+    """Keeping the top 75 %: of four finished trials at 10, 20, 30 and 40, the edge is 17.5;
+    a trial at 15 is stopped, one at 20 (below the median, 25) goes on."""
+    pruner = {"kind": "percentile", "percentile": 75, "n_startup_trials": 4,
+              "n_warmup_intervals": 1}  # fmt: skip
+    study = _created(client, n_trials=6, max_parallel=4, pruner=pruner, sampler={"kind": "random"})
+    sid = study["id"]
+    _advance(app, sid)
+    steps = [1_024 * i for i in range(1, 11)]
+    for trial, value in zip(_detail(client, sid)["trials"], (10.0, 20.0, 30.0, 40.0), strict=True):
+        run_trial(trial["experiment_id"], [value] * 10, steps, end="succeeded")
+    _advance(app, sid)
+    trials = _detail(client, sid)["trials"]
+    assert [t["state"] for t in trials] == ["complete"] * 4 + ["running"] * 2
+    low, fair = trials[4]["experiment_id"], trials[5]["experiment_id"]
+    run_trial(low, [15.0, 15.0], steps[:2])
+    run_trial(fair, [20.0, 20.0], steps[:2])
+    done = _advance(app, sid)
+    trials = _detail(client, sid)["trials"]
+    assert [t["state"] for t in trials[4:]] == ["pruning", "running"] and done.stopping == [low]
+    assert trials[4]["note"] == (
+        "percentile pruner: episode_return_mean 15 (best so far) is below the top 75 % edge 17.5 "
+        "of 4 finished trials at 2,000 env steps"
+    )
+
+
 def test_asha_prunes_a_trial_outside_the_top_of_its_rung(
     client: TestClient, app: FastAPI, run_trial: Callable[..., None]
 ) -> None:

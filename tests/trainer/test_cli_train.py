@@ -101,14 +101,17 @@ def test_config_file_and_dotted_overrides(tmp_path: Path) -> None:
     assert "evaluation_every" not in result.stderr
 
 
-def test_evaluation_every_says_where_it_applies(tmp_path: Path) -> None:
+def test_evaluation_every_says_where_it_belongs(tmp_path: Path) -> None:
+    """It left PPOConfig for the service's experiment: a config that sets it is refused with
+    where to give it, not with "unknown field"."""
     result = rollout(
         "train", "--env", "CartPole-v1", "--set", "evaluation_every=2",
-        "--set", "train_batch_size_per_learner=256", "--set", "minibatch_size=256",
         "--stop-steps", "256", "--out", str(tmp_path / "run"),
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert "evaluation_every records videos in the service" in result.stderr
+    assert result.returncode == 2, result.stderr
+    assert "is a setting of the experiment" in result.stderr
+    assert "rollout evaluate CHECKPOINT --video FILE" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "run").exists()
 
 
 def test_train_prints_and_saves_the_resolved_config_of_its_preset(tmp_path: Path) -> None:

@@ -104,9 +104,16 @@ export const api = {
   list: (f: ListFilter = {}) =>
     request<ExperimentPage>("GET", `/experiments${query({ ...f, cursor: f.cursor ?? undefined })}`),
   get: (id: number) => request<Experiment>("GET", `/experiments/${id}`),
-  /** `parentId`: the experiment this one was forked from (kept as its parent, "from #N"). */
-  create: (name: string, config: PPOConfig, tags: string[], parentId: number | null = null) =>
-    request<Experiment>("POST", "/experiments", parentId === null ? { name, config, tags } : { name, config, tags, parent_id: parentId }),
+  /** `parentId`: the experiment this one was forked from (kept as its parent, "from #N");
+   * `evaluationEvery`: a video of every N-th checkpoint as it trains (0: none). */
+  create: (name: string, config: PPOConfig, tags: string[], parentId: number | null = null, evaluationEvery = 0) =>
+    request<Experiment>("POST", "/experiments", {
+      name,
+      config,
+      tags,
+      evaluation_every: evaluationEvery,
+      ...(parentId === null ? {} : { parent_id: parentId }),
+    }),
   resolvePreset: (config: PPOConfig) => request<ResolvedConfig>("POST", "/presets/resolve", { config }),
   stop: (id: number) => request<Experiment>("POST", `/experiments/${id}/stop`),
   /** Rename, retag (replaces the tags) or annotate; fields left out stay as they are. */

@@ -1286,6 +1286,12 @@ export interface components {
             config?: {
                 [key: string]: unknown;
             };
+            /**
+             * Evaluation Every
+             * @description Record a one-episode evaluation video of every N-th periodic checkpoint and of the final one, each in its own low-priority job, shown as the experiment page's filmstrip (0: never).
+             * @default 0
+             */
+            evaluation_every: number;
             /** Name */
             name: string;
             /**
@@ -1320,6 +1326,11 @@ export interface components {
             episode_return_mean: number | null;
             /** Error */
             error: string | null;
+            /**
+             * Evaluation Every
+             * @description Record a one-episode evaluation video of every N-th periodic checkpoint and of the final one, each in its own low-priority job, shown as the experiment page's filmstrip (0: never).
+             */
+            evaluation_every: number;
             /** Events */
             events: components["schemas"]["EventPublic"][];
             /** Finished At */
@@ -1367,6 +1378,11 @@ export interface components {
          * @description A new experiment from another's config, with some fields changed.
          */
         ExperimentFork: {
+            /**
+             * Evaluation Every
+             * @description Replace the source's evaluation_every; null: keep.
+             */
+            evaluation_every?: number | null;
             /** Name */
             name?: string | null;
             /**
@@ -1424,6 +1440,11 @@ export interface components {
             episode_return_mean: number | null;
             /** Error */
             error: string | null;
+            /**
+             * Evaluation Every
+             * @description Record a one-episode evaluation video of every N-th periodic checkpoint and of the final one, each in its own low-priority job, shown as the experiment page's filmstrip (0: never).
+             */
+            evaluation_every: number;
             /** Finished At */
             finished_at: string | null;
             /** Id */
@@ -1901,12 +1922,6 @@ export interface components {
              */
             env_id: string;
             /**
-             * Evaluation Every
-             * @description In the service: record a one-episode evaluation video of every N-th checkpoint and of the final one, each in its own low-priority job, shown as the experiment page's filmstrip (0: never). `rollout train` ignores it.
-             * @default 0
-             */
-            evaluation_every: number;
-            /**
              * Frame Stack
              * @description Stack this many observations (connector).
              * @default 1
@@ -2153,11 +2168,11 @@ export interface components {
             interval_env_steps?: number | null;
             /**
              * Kind
-             * @description median: stop a trial below the median of finished trials at the same step; asha: asynchronous successive halving; none: every trial runs its budget.
+             * @description median: stop a trial below the median of finished trials at the same step; percentile: the same against another percentile (keep the top `percentile` %); asha: asynchronous successive halving; none: every trial runs its budget.
              * @default median
              * @enum {string}
              */
-            kind: "median" | "asha" | "none";
+            kind: "median" | "percentile" | "asha" | "none";
             /**
              * Min Intervals
              * @description asha: the first rung.
@@ -2166,16 +2181,22 @@ export interface components {
             min_intervals: number;
             /**
              * N Startup Trials
-             * @description median: finished trials before pruning.
+             * @description median, percentile: finished trials before pruning.
              * @default 3
              */
             n_startup_trials: number;
             /**
              * N Warmup Intervals
-             * @description median: intervals a trial runs before pruning.
+             * @description median, percentile: intervals a trial runs before pruning.
              * @default 2
              */
             n_warmup_intervals: number;
+            /**
+             * Percentile
+             * @description percentile: the share of trials kept at each step, in %: 75 stops only those in the worst quarter (for a noisy objective, where the median stops as many good settings as bad ones); 50 is the median pruner.
+             * @default 75
+             */
+            percentile: number;
             /**
              * Reduction Factor
              * @description asha: 1 in reduction_factor goes up a rung.
@@ -2454,6 +2475,12 @@ export interface components {
                 [key: string]: unknown;
             };
             /**
+             * Evaluation Every
+             * @description Each trial's.
+             * @default 0
+             */
+            evaluation_every: number;
+            /**
              * Max Parallel
              * @default 2
              */
@@ -2504,6 +2531,11 @@ export interface components {
              * Format: date-time
              */
             created_at: string;
+            /**
+             * Evaluation Every
+             * @description Each trial's (videos as it trains; 0: none).
+             */
+            evaluation_every: number;
             /** Id */
             id: number;
             /**
@@ -2569,6 +2601,11 @@ export interface components {
              * Format: date-time
              */
             created_at: string;
+            /**
+             * Evaluation Every
+             * @description Each trial's (videos as it trains; 0: none).
+             */
+            evaluation_every: number;
             /** Id */
             id: number;
             /** Interval Env Steps */
@@ -2604,6 +2641,12 @@ export interface components {
             config?: {
                 [key: string]: unknown;
             };
+            /**
+             * Evaluation Every
+             * @description Each member's.
+             * @default 0
+             */
+            evaluation_every: number;
             /**
              * Grid
              * @description PPOConfig field (dotted for nested ones: 'stop.env_steps') -> values; every combination is one group. Empty: one group (a seed sweep).
@@ -2646,6 +2689,11 @@ export interface components {
              * Format: date-time
              */
             created_at: string;
+            /**
+             * Evaluation Every
+             * @description Each member's (videos as it trains; 0: none).
+             */
+            evaluation_every: number;
             /** Grid */
             grid: {
                 [key: string]: unknown[];
@@ -2732,6 +2780,11 @@ export interface components {
              * Format: date-time
              */
             created_at: string;
+            /**
+             * Evaluation Every
+             * @description Each member's (videos as it trains; 0: none).
+             */
+            evaluation_every: number;
             /** Grid */
             grid: {
                 [key: string]: unknown[];

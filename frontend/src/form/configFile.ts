@@ -1,11 +1,14 @@
 /**
  * Reading a pasted or uploaded experiment file (JSON or YAML). Either a bare PPOConfig or a
- * submission document `{name, tags, config}` (what `rollout submit` reads) is accepted.
+ * submission document `{name, tags, evaluation_every, config}` (what `rollout submit` reads)
+ * is accepted.
  */
 
 export interface Submission {
   name?: string;
   tags?: string[];
+  /** The run's videos as it trains (beside the config, not in it). */
+  evaluationEvery?: number;
   config: Record<string, unknown>;
 }
 
@@ -27,7 +30,13 @@ export async function parseConfigText(text: string): Promise<Submission> {
   const config = obj.config;
   if (config !== null && typeof config === "object" && !Array.isArray(config)) {
     const tags = Array.isArray(obj.tags) ? obj.tags.map(String) : undefined;
-    return { name: typeof obj.name === "string" ? obj.name : undefined, tags, config: config as Record<string, unknown> };
+    const every = obj.evaluation_every;
+    return {
+      name: typeof obj.name === "string" ? obj.name : undefined,
+      tags,
+      evaluationEvery: typeof every === "number" ? every : undefined,
+      config: config as Record<string, unknown>,
+    };
   }
   return { config: obj };
 }

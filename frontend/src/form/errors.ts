@@ -20,6 +20,7 @@ export function placeFieldErrors(fields: readonly FieldError[], hasInput: (path:
     const path = f.field.replace(/^body\./, "");
     if (path === "name") put("name", f.message);
     else if (path === "tags" || path.startsWith("tags.")) put("tags", f.message);
+    else if (path === "evaluation_every") put("evaluation_every", f.message);
     else if (path.startsWith("config.")) {
       let p = path.slice("config.".length);
       while (!hasInput(p) && p.includes(".")) p = p.slice(0, p.lastIndexOf("."));

@@ -28,7 +28,7 @@ const GROUPS: [string, string[]][] = [
   ["Stop criteria", ["stop.env_steps", "stop.episode_return_mean", "stop.wall_seconds"]],
   ["Optimisation", ["lr", "lr_schedule", "gamma", "gae_lambda", "num_epochs", "minibatch_size", "train_batch_size_per_learner"]],
   ["Resources", ["num_env_runners", "num_envs_per_env_runner", "num_learners", "overlap_sampling", "num_gpus_per_learner", "learner_precision", "inference_device"]],
-  ["Checkpoints", ["checkpoint_every", "keep_checkpoints", "evaluation_every"]],
+  ["Checkpoints", ["checkpoint_every", "keep_checkpoints"]],
 ];
 
 /** Order of the form's sections. */
@@ -51,7 +51,6 @@ const BASIC = new Set([
   "num_envs_per_env_runner",
   "num_learners",
   "checkpoint_every",
-  "evaluation_every",
 ]);
 
 export const ENV_IDS = [

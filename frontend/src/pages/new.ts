@@ -76,6 +76,9 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
   const nameError = el("p", { class: "field-error", "data-error-for": "name" });
   const tagsInput = el("input", { name: "tags", id: "f-tags", placeholder: "baseline, cartpole", autocomplete: "off" });
   const tagsError = el("p", { class: "field-error", "data-error-for": "tags" });
+  // Watch it learn is the run's setting, not its config's (the API takes it beside `config`).
+  const everyInput = el("input", { name: "evaluation_every", id: "f-evaluation_every", type: "number", min: 0, max: 100000, step: 1, value: "0", inputmode: "numeric" });
+  const everyError = el("p", { class: "field-error", "data-error-for": "evaluation_every" });
   const formError = el("div", { class: "error-box", hidden: true, role: "alert" });
   const unknownBox = el("div", { class: "error-box unknown-keys", hidden: true, "data-role": "unknown-keys" });
   const submit = el("button", { type: "submit", class: "btn" }, "Create and start");
@@ -102,6 +105,12 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
         { class: "fields" },
         plainField("name", nameInput, "Shown in the experiments table.", nameError),
         plainField("tags", tagsInput, "Comma-separated labels to filter and group experiments by.", tagsError),
+        plainField(
+          "evaluation_every",
+          everyInput,
+          "Watch it learn: a one-episode video of every N-th checkpoint (every N × checkpoint_every iterations) and of the final one, as it trains (0: none).",
+          everyError,
+        ),
       ),
     ),
     sections.basic,
@@ -241,7 +250,12 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
   }
   void refreshPreset();
 
-  function loaded(config: Record<string, unknown>, name: string | undefined, tags: string[] | undefined, message: string): void {
+  function loaded(config: Record<string, unknown>, name: string | undefined, tags: string[] | undefined, message: string, every?: number): void {
+    // A config written before evaluation_every left PPOConfig holds it at its top: its input is here.
+    const { evaluation_every: inConfig, ...rest } = config;
+    config = rest;
+    const videos = every ?? (typeof inConfig === "number" ? inConfig : undefined);
+    if (videos !== undefined) everyInput.value = String(videos);
     setValues(deepMerge(DEFAULTS, config));
     for (const path of views.keys()) if (getPath(config, path) !== undefined) touched.add(path);
     void refreshPreset();
@@ -256,7 +270,7 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
   async function applyText(text: string, source: string): Promise<void> {
     try {
       const sub = await parseConfigText(text);
-      if (!closed) loaded(sub.config, sub.name, sub.tags, `Loaded ${source}.`);
+      if (!closed) loaded(sub.config, sub.name, sub.tags, `Loaded ${source}.`, sub.evaluationEvery);
     } catch (e) {
       fileMsg.textContent = `Could not load ${source}: ${(e as Error).message}`;
       fileMsg.className = "field-error";
@@ -276,7 +290,7 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
       .get(Number(from))
       .then((src) => {
         if (closed) return;
-        loaded(src.config, `${src.name}-fork`, src.tags, `Config copied from #${src.id} “${src.name}”.`);
+        loaded(src.config, `${src.name}-fork`, src.tags, `Config copied from #${src.id} “${src.name}”.`, src.evaluation_every);
         forkedFrom = src.id;
       })
       .catch((e) => showFormErrors([`Could not load experiment ${from}: ${(e as Error).message}`]));
@@ -303,6 +317,7 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
     showFormErrors([]);
     setFieldError({ error: nameError }, "");
     setFieldError({ error: tagsError }, "");
+    setFieldError({ error: everyError }, "");
     for (const v of views.values()) setFieldError(v, "");
   }
 
@@ -329,6 +344,7 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
       const msg = messages.join("; ");
       if (place === "name") setFieldError({ error: nameError }, msg);
       else if (place === "tags") setFieldError({ error: tagsError }, msg);
+      else if (place === "evaluation_every") setFieldError({ error: everyError }, msg);
       else {
         const view = views.get(place) as FieldView;
         setFieldError(view, msg);
@@ -351,10 +367,16 @@ export function mountNew(root: HTMLElement, query: URLSearchParams): () => void 
       return;
     }
     const tags = tagsInput.value.split(",").map((t) => t.trim()).filter(Boolean);
+    const every = everyInput.value.trim() === "" ? 0 : Number(everyInput.value);
+    if (!Number.isInteger(every) || every < 0) {
+      setFieldError({ error: everyError }, "a whole number, 0 or more");
+      showFormErrors(["Some fields could not be read (marked below)."]);
+      return;
+    }
     submit.disabled = true;
     submit.textContent = "Creating…";
     try {
-      const created = await api.create(nameInput.value.trim(), config, tags, forkedFrom);
+      const created = await api.create(nameInput.value.trim(), config, tags, forkedFrom, every);
       location.hash = `#/experiments/${created.id}`;
     } catch (e) {
       if (e instanceof ApiError && e.status === 422) showApiErrors(e);

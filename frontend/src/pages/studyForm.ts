@@ -139,7 +139,7 @@ export function studyForm(open: boolean): HTMLElement {
   const reduce = choice("objective.reduce", ["last_k", "final"], "last_k");
   const k = numberInput("objective.k", 5, { min: 1 });
   const sampler = choice("sampler.kind", ["tpe", "random"], "tpe");
-  const pruner = choice("pruner.kind", ["median", "asha", "none"], "median");
+  const pruner = choice("pruner.kind", ["median", "percentile", "asha", "none"], "median");
   const interval = numberInput("pruner.interval_env_steps", "", { min: 1, placeholder: "a tenth of the budget" });
   const errorBox = el("div", { class: "error-box wide", "data-role": "study-error", hidden: true });
   const submit = el("button", { type: "submit", class: "btn", "data-action": "create-study" }, "Create study");

@@ -43,6 +43,7 @@ export function sweepForm(baseConfig: Record<string, unknown> | null, baseName: 
   const rows = el("div", { class: "grid-rows", "data-role": "grid-rows" });
   const seedsInput = el("input", { name: "sweep.seeds", value: `${first}, ${first + 1}, ${first + 2}`, title: "0, 1, 2 or 0-4" });
   const parallelInput = el("input", { name: "sweep.max_parallel", type: "number", min: 1, value: 2 });
+  const everyInput = el("input", { name: "sweep.evaluation_every", type: "number", min: 0, value: 0, title: "A video of every N-th checkpoint of each member as it trains (0: none)" });
   const errorBox = el("div", { class: "error-box", "data-role": "sweep-error", hidden: true });
   const submit = el("button", { type: "submit", class: "btn", "data-action": "create-sweep" }, "Create sweep");
 
@@ -85,6 +86,7 @@ export function sweepForm(baseConfig: Record<string, unknown> | null, baseName: 
       grid,
       seeds: parseSeeds(seedsInput.value),
       max_parallel: Number(parallelInput.value),
+      evaluation_every: Number(everyInput.value || 0),
     };
   }
 
@@ -96,6 +98,7 @@ export function sweepForm(baseConfig: Record<string, unknown> | null, baseName: 
     el("div", { class: "wide" }, el("span", {}, "Grid: every combination of these values is one group"), rows, el("button", { type: "button", class: "btn small secondary", "data-action": "add-grid-row", onclick: () => addRow() }, "+ field")),
     el("label", {}, "Seeds ", seedsInput),
     el("label", {}, "Running at once ", parallelInput),
+    el("label", {}, "Videos every N checkpoints ", everyInput),
     errorBox,
     el("div", { class: "actions wide" }, submit),
   );

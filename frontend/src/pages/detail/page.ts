@@ -150,7 +150,7 @@ export function mountDetail(root: HTMLElement, id: number): () => void {
     if (previous !== e.status) renderActions(actions, exp, checkpoints.count > 0, handlers);
     if (!configPre.textContent) {
       configPre.textContent = JSON.stringify(e.config, null, 2);
-      filmstrip.configure(Number(e.config.evaluation_every ?? 0), Number(e.config.checkpoint_every ?? 0));
+      filmstrip.configure(e.evaluation_every, Number(e.config.checkpoint_every ?? 0));
       const envId = e.config.env_id;
       if (typeof envId === "string") charts.setEnv(envId).catch(showNotice);
     }
