@@ -19,27 +19,27 @@ MAX_PARAMS = 16
 MAX_CHOICES = 64
 
 
-class FloatRange(BaseModel):
-    """A float in [low, high], uniform or (log) log-uniform, optionally on a grid of `step`."""
-
+class _Range(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    log: bool = False  # log-uniform between low and high
+
+
+class FloatRange(_Range):
+    """A float in [low, high], uniform or (log) log-uniform, optionally on a grid of `step`."""
 
     type: Literal["float"] = "float"
     low: float
     high: float
-    log: bool = False
     step: float | None = Field(default=None, gt=0)
 
 
-class IntRange(BaseModel):
+class IntRange(_Range):
     """An integer in [low, high] (both included), every `step`-th, or log-uniform."""
-
-    model_config = ConfigDict(extra="forbid")
 
     type: Literal["int"] = "int"
     low: int
     high: int
-    log: bool = False
     step: int = Field(default=1, ge=1)
 
 
@@ -98,24 +98,15 @@ class PrunerSpec(BaseModel):
         description="Env steps between intermediate values; default a tenth of the budget.",
     )
     n_startup_trials: int = Field(
-        default=3,
-        ge=0,
-        le=MAX_TRIALS,
-        description="median, percentile: finished trials before pruning.",
+        default=3, ge=0, le=MAX_TRIALS, description="median, percentile: trials finished first."
     )
     n_warmup_intervals: int = Field(
-        default=2,
-        ge=0,
-        le=1000,
-        description="median, percentile: intervals a trial runs before pruning.",
+        default=2, ge=0, le=1000, description="median, percentile: intervals before pruning."
     )
+    # 75 stops only the worst quarter: for a noisy objective, whose early values rank settings
+    # poorly, the median (50) stops good settings as often as bad ones.
     percentile: float = Field(
-        default=75.0,
-        gt=0.0,
-        lt=100.0,
-        description="percentile: the share of trials kept at each step, in %: 75 stops only "
-        "those in the worst quarter (for a noisy objective, where the median stops as many "
-        "good settings as bad ones); 50 is the median pruner.",
+        default=75.0, gt=0.0, lt=100.0, description="percentile: the share of trials kept, in %."
     )
     min_intervals: int = Field(default=1, ge=1, le=1000, description="asha: the first rung.")
     reduction_factor: int = Field(

@@ -2181,19 +2181,19 @@ export interface components {
             min_intervals: number;
             /**
              * N Startup Trials
-             * @description median, percentile: finished trials before pruning.
+             * @description median, percentile: trials finished first.
              * @default 3
              */
             n_startup_trials: number;
             /**
              * N Warmup Intervals
-             * @description median, percentile: intervals a trial runs before pruning.
+             * @description median, percentile: intervals before pruning.
              * @default 2
              */
             n_warmup_intervals: number;
             /**
              * Percentile
-             * @description percentile: the share of trials kept at each step, in %: 75 stops only those in the worst quarter (for a noisy objective, where the median stops as many good settings as bad ones); 50 is the median pruner.
+             * @description percentile: the share of trials kept, in %.
              * @default 75
              */
             percentile: number;
