@@ -69,6 +69,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks import load_bench as lb  # noqa: E402
 from benchmarks import load_viewers as lv  # noqa: E402
+from trainer.process_guard import set_session_niceness  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 FINISHED = {"succeeded", "failed", "stopped"}
@@ -373,9 +374,17 @@ async def _viewer_shard(plan: lb.Plan, count: int, expected: Any) -> dict[str, A
     }
 
 
-def _run_viewer_shard(plan: lb.Plan, count: int, gate: Any, expected: Any, out: Any) -> None:
+def _run_viewer_shard(
+    plan: lb.Plan, count: int, gate: Any, expected: Any, out: Any, nice: int = 0
+) -> None:
     import websockets.asyncio.client  # noqa: F401  (imported before the clock starts)
 
+    if nice:  # before any thread starts: every thread of the shard inherits it
+        # A session of its own, at that niceness as a whole: with autogroup scheduling a nice
+        # value counts only within a session (trainer/process_guard.py).
+        os.setsid()
+        set_session_niceness(os.getpid(), nice)
+        os.nice(nice)
     lb._quiet_gc()
     plan = gate.wait(plan)
     out.put(("viewers", asyncio.run(_viewer_shard(plan, count, expected))))
@@ -674,7 +683,9 @@ def measure(
     counts = [len(range(s, args.viewers, shards)) for s in range(shards)]
     procs: dict[str, Any] = {
         f"viewers-{i}": ctx.Process(
-            target=_run_viewer_shard, args=(plan, n, gate, expected, out), daemon=True
+            target=_run_viewer_shard,
+            args=(plan, n, gate, expected, out, args.viewers_nice),
+            daemon=True,
         )
         for i, n in enumerate(counts)
     }
@@ -774,6 +785,7 @@ def measure(
     report = watch.report()
     summary: dict[str, Any] = {
         "viewers": args.viewers,
+        "viewers_nice": args.viewers_nice,
         "viewers_live": len(live),
         "viewers_incomplete": sum(v["incomplete"] for v in viewers),
         "missing_steps": sum(v["missing_steps"] for v in viewers),
@@ -977,6 +989,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--viewers", type=int, default=300)
     parser.add_argument("--ws-procs", type=int, default=2, help="viewer client processes")
+    parser.add_argument(
+        "--viewers-nice",
+        type=int,
+        default=0,
+        choices=range(20),
+        metavar="N",
+        help="run the viewer clients in a session of their own at niceness N (19: as if they "
+        "were browsers on other machines, taking only the CPU the service and the training "
+        "leave)",
+    )
     parser.add_argument("--duration", type=float, default=30.0, help="measured seconds")
     parser.add_argument(
         "--warmup", type=float, default=3.0, help="seconds from the clients' ready to the window"

@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from trainer.process_guard import make_undumpable
+from trainer.process_guard import lower_job_priority, make_undumpable
 from trainer.wire import API_PREFIX
 
 log = logging.getLogger(__name__)
@@ -217,8 +217,9 @@ def job_preamble(preload: str) -> None:
     """A job's first lines: non-dumpable before it redeems its token (another job of the same
     OS user cannot read its memory, trainer/process_guard.py), logging, and `preload` (torch +
     gymnasium take seconds) imported in the background while the first API calls are in
-    flight."""
+    flight. The driver runs at the job's CPU priority, its session too (process_guard)."""
     make_undumpable()
+    lower_job_priority()
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

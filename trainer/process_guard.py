@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+from pathlib import Path
 
 from trainer.wire import ENV_JOB_NICENESS
 
@@ -34,6 +35,33 @@ def lower_priority(niceness: int) -> None:
     process could not take it back)."""
     if niceness > os.getpriority(os.PRIO_PROCESS, 0):
         os.setpriority(os.PRIO_PROCESS, 0, min(niceness, 19))
+
+
+def set_session_niceness(pid: int, niceness: int) -> bool:
+    """Give `pid`'s session as a whole the CPU priority `niceness`; False where the kernel has
+    no such thing or refuses.
+
+    With autogroup scheduling (Linux's default where CONFIG_SCHED_AUTOGROUP is on, see
+    /proc/sys/kernel/sched_autogroup_enabled) the CPU is shared between sessions first, and a
+    process's nice value counts only against the processes of its own session. A job's driver
+    runs in a session of its own (Ray's job supervisor starts it so) and its Ray workers in the
+    Ray head's: at nice 5 within those sessions they still took as much of a busy machine as
+    the whole API process. A session's own nice value (/proc/<pid>/autogroup) weighs it
+    against the others."""
+    try:
+        Path(f"/proc/{pid}/autogroup").write_text(str(min(max(niceness, 0), 19)))
+    except OSError:
+        return False
+    return True
+
+
+def lower_job_priority() -> None:
+    """A job driver's CPU priority (ROLLOUT_JOB_NICENESS): its session's, and its own (which
+    `nice -n` already set when the launcher started it so)."""
+    niceness = int(os.environ.get(ENV_JOB_NICENESS) or 0)
+    if niceness > 0:
+        set_session_niceness(os.getpid(), niceness)
+        lower_priority(niceness)
 
 
 def make_undumpable() -> bool:

@@ -91,9 +91,10 @@ class Settings(BaseSettings):
         default=JOB_NICENESS,
         ge=0,
         le=19,
-        description="CPU niceness of experiments' jobs (driver and Ray workers): above 0 "
-        "the API, on the same machine, gets a core first and stays responsive while runs "
-        "train; training still takes all the CPU the API leaves idle. 0: the same priority.",
+        description="CPU niceness of experiments' jobs (driver and Ray workers, and their "
+        "sessions where Linux shares the CPU between sessions first): above 0 the API, on the "
+        "same machine, gets a core first and stays responsive while runs train; training "
+        "still takes all the CPU the API leaves idle. 0: the same priority.",
     )
     access_log_jobs: bool = Field(
         default=False,

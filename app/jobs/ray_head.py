@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 
+from trainer.process_guard import set_session_niceness
 from trainer.wire import RAY_ENV
 
 log = logging.getLogger(__name__)
@@ -180,6 +181,10 @@ class LocalRayHead:
     # (ROLLOUT_JOBS_USER; docs/operations.md, "Production isolation"). Needs the right to
     # switch users (root, CAP_SETUID).
     user: str | None = None
+    # The CPU priority of the head's session as a whole (its daemons and every Ray worker;
+    # job drivers run in sessions of their own) against the other sessions of the machine:
+    # trainer/process_guard.py `set_session_niceness`.
+    niceness: int = 0
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     pid: int | None = field(default=None, init=False)
     started: int = field(default=0, init=False)
@@ -278,6 +283,8 @@ class LocalRayHead:
         )
         self.pid = self.process.pid
         self.started = proc_start_time(self.pid) or 0
+        if self.niceness:
+            set_session_niceness(self.pid, self.niceness)
         self.address = f"{self.node_ip}:{gcs}"
         self.dashboard_url = f"http://127.0.0.1:{dash}"
 

@@ -137,7 +137,9 @@ class JobsRuntime:
         if not temp_dir.is_relative_to(self.settings.data_dir.resolve()):
             self._temp_dir = temp_dir
         prune_sessions(temp_dir)
-        self.head = LocalRayHead(temp_dir=temp_dir, user=self.settings.jobs_user)
+        self.head = LocalRayHead(
+            temp_dir=temp_dir, user=self.settings.jobs_user, niceness=self.settings.job_niceness
+        )
         await asyncio.to_thread(self.head.launch)
         self._record_head()  # before it is ready: a crash now must not lose track of it
         await asyncio.to_thread(self.head.wait_ready)

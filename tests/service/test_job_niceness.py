@@ -5,6 +5,7 @@ driver and EnvRunner; here the setting, the launcher's runtime_env and the worke
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,9 @@ from pydantic import ValidationError
 
 from app.core.config import JOB_NICENESS, Settings
 from app.jobs.launcher import JobRequest, RayJobLauncher
+from app.jobs.ray_head import LocalRayHead
 from app.jobs.resources import JobResources
+from trainer.process_guard import set_session_niceness
 from trainer.wire import ENV_JOB_NICENESS
 
 
@@ -72,3 +75,42 @@ def test_the_worker_hook_lowers_priority_and_never_raises_it() -> None:
     assert _hook_in_a_process(0, None) == (0, False)
     assert _hook_in_a_process(10, "5") == (10, False)  # already lower: left as it is
     assert _hook_in_a_process(0, "40") == (19, False)
+
+
+AUTOGROUP = Path("/proc/self/autogroup")
+
+
+@pytest.mark.skipif(not AUTOGROUP.exists(), reason="the kernel has no autogroup scheduling")
+def test_a_session_as_a_whole_takes_the_jobs_niceness() -> None:
+    """With autogroup scheduling a process's nice value counts only within its session; a job
+    driver runs in a session of its own and its workers in the Ray head's, so both sessions
+    get the jobs' niceness (the driver's preamble, the service's local head)."""
+    child = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        before = Path(f"/proc/{child.pid}/autogroup").read_text().split()
+        assert before[-1] == "0"
+        assert set_session_niceness(child.pid, 7)
+        after = Path(f"/proc/{child.pid}/autogroup").read_text().split()
+        assert after == [before[0], "nice", "7"]
+        assert AUTOGROUP.read_text().split()[-1] == "0"  # this test's own session: untouched
+    finally:
+        child.kill()
+        child.wait()
+    assert not set_session_niceness(child.pid, 7)  # gone: False, no error
+    assert LocalRayHead().niceness == 0  # tests and tools: unchanged unless asked
+
+
+@pytest.mark.skipif(not AUTOGROUP.exists(), reason="the kernel has no autogroup scheduling")
+def test_a_job_driver_lowers_its_session_in_its_preamble(tmp_path: Path) -> None:
+    script = (
+        "from trainer.api_client import job_preamble; job_preamble(preload='json'); "
+        "import os; print(open('/proc/self/autogroup').read().split()[-1], os.nice(0))"
+    )
+    env = {**os.environ, ENV_JOB_NICENESS: "6"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60,
+        start_new_session=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["6", "6"]
+    assert AUTOGROUP.read_text().split()[-1] == "0"
