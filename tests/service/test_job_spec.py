@@ -1,16 +1,14 @@
 """The job's spec (GET /jobs/experiments/{id}) is the typed contract trainer/wire.py defines: the
-config the service validated when it stored it, read back as a PPOConfig on both sides; a stored
-config that no longer validates is a 409 naming its fields, never a job that starts on it."""
+config the service validated when it stored it, read back as a PPOConfig on both sides (a stored
+config that no longer validates: tests/service/test_stored_config.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from tests.service.conftest import store_raw_config
 from trainer.config import PPOConfig
 from trainer.wire import ExperimentSpec
 
@@ -33,23 +31,3 @@ def test_the_spec_is_the_stored_config_typed(
     assert isinstance(spec.config, PPOConfig)
     assert spec.config == PPOConfig.model_validate(created["config"])
     assert spec.config.lr == 1e-3 and spec.config.preset == "classic_control"
-
-
-def test_a_stored_config_that_no_longer_validates_is_a_409_naming_its_fields(
-    app: FastAPI,
-    client: TestClient,
-    create_experiment: Callable[..., dict[str, Any]],
-    job_token: Callable[[int], str],
-    transition: Callable[..., None],
-) -> None:
-    created = create_experiment()
-    transition(created["id"], "queued", "running")
-    token = job_token(created["id"])
-    # As an older version with looser rules might have stored it.
-    stale = {**created["config"], "lr": -1.0, "retired_field": 3}
-    store_raw_config(app.state.sessionmaker, created["id"], stale)
-    response = client.get(f"{JOBS}/{created['id']}", headers={"Authorization": f"Bearer {token}"})
-    assert response.status_code == 409, response.text
-    error = response.json()["error"]
-    assert "no longer validates" in error["message"]
-    assert {f["field"] for f in error["fields"]} == {"config.lr", "config.retired_field"}

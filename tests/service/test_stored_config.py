@@ -78,7 +78,10 @@ def test_a_config_that_no_longer_validates_is_listed_shown_refused_as_a_job_and_
     spec = client.get(
         f"{API}/jobs/experiments/{stale_one['id']}", headers={"Authorization": f"Bearer {token}"}
     )
-    assert spec.status_code == 409
+    assert spec.status_code == 409, spec.text
+    error = spec.json()["error"]
+    assert "no longer validates" in error["message"]
+    assert {f["field"] for f in error["fields"]} == {"config.lr", "config.retired_field"}
     fields = _fields(client.post(f"{API}/experiments/{stale_one['id']}/fork", json={}))
     assert set(fields) == {"config.lr", "config.retired_field"}
     fixed = client.post(
