@@ -12,8 +12,10 @@ write (see docs/operations.md, "Security model").
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import sys
+import time
 from pathlib import Path
 
 from trainer.wire import ENV_JOB_NICENESS
@@ -47,12 +49,20 @@ def set_session_niceness(pid: int, niceness: int) -> bool:
     runs in a session of its own (Ray's job supervisor starts it so) and its Ray workers in the
     Ray head's: at nice 5 within those sessions they still took as much of a busy machine as
     the whole API process. A session's own nice value (/proc/<pid>/autogroup) weighs it
-    against the others."""
-    try:
-        Path(f"/proc/{pid}/autogroup").write_text(str(min(max(niceness, 0), 19)))
-    except OSError:
-        return False
-    return True
+    against the others. A process in the root group (no session of its own) is refused by the
+    kernel, so the whole machine is never lowered. Without CAP_SYS_ADMIN the kernel takes one
+    such change per 100 ms machine-wide (EAGAIN): retried a few times."""
+    value = str(min(max(niceness, 0), 19))
+    for attempt in range(5):
+        try:
+            Path(f"/proc/{pid}/autogroup").write_text(value)
+        except OSError as error:
+            if error.errno != errno.EAGAIN:
+                return False
+            time.sleep(0.1 + 0.05 * attempt)
+        else:
+            return True
+    return False
 
 
 def lower_job_priority() -> None:

@@ -85,6 +85,7 @@ def test_a_session_as_a_whole_takes_the_jobs_niceness() -> None:
     """With autogroup scheduling a process's nice value counts only within its session; a job
     driver runs in a session of its own and its workers in the Ray head's, so both sessions
     get the jobs' niceness (the driver's preamble, the service's local head)."""
+    own = AUTOGROUP.read_text()  # empty where this session is the root group (no setsid above)
     child = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
         before = Path(f"/proc/{child.pid}/autogroup").read_text().split()
@@ -92,7 +93,7 @@ def test_a_session_as_a_whole_takes_the_jobs_niceness() -> None:
         assert set_session_niceness(child.pid, 7)
         after = Path(f"/proc/{child.pid}/autogroup").read_text().split()
         assert after == [before[0], "nice", "7"]
-        assert AUTOGROUP.read_text().split()[-1] == "0"  # this test's own session: untouched
+        assert AUTOGROUP.read_text() == own  # this test's own session: untouched
     finally:
         child.kill()
         child.wait()
@@ -102,6 +103,7 @@ def test_a_session_as_a_whole_takes_the_jobs_niceness() -> None:
 
 @pytest.mark.skipif(not AUTOGROUP.exists(), reason="the kernel has no autogroup scheduling")
 def test_a_job_driver_lowers_its_session_in_its_preamble(tmp_path: Path) -> None:
+    own = AUTOGROUP.read_text()
     script = (
         "from trainer.api_client import job_preamble; job_preamble(preload='json'); "
         "import os; print(open('/proc/self/autogroup').read().split()[-1], os.nice(0))"
@@ -113,4 +115,4 @@ def test_a_job_driver_lowers_its_session_in_its_preamble(tmp_path: Path) -> None
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["6", "6"]
-    assert AUTOGROUP.read_text().split()[-1] == "0"
+    assert AUTOGROUP.read_text() == own
