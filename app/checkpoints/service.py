@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from app.checkpoints.models import Checkpoint
 from app.checkpoints.schemas import CheckpointPublic
 from app.checkpoints.storage import StoredFile
-from app.core.db import publish_after_commit, utcnow
+from app.core.db import publish_after_commit, rows_where, utcnow
 from app.core.errors import NotFound
 from app.core.from_row import from_row
 from app.core.stored_config import top_level_int
@@ -29,12 +29,8 @@ from trainer.wire import CheckpointMeta
 
 
 def all_checkpoints(session: Session, experiment_id: int) -> list[Checkpoint]:
-    stmt = (
-        select(Checkpoint)
-        .where(Checkpoint.experiment_id == experiment_id)
-        .order_by(Checkpoint.iteration)
-    )
-    return list(session.scalars(stmt))
+    where = Checkpoint.experiment_id == experiment_id
+    return rows_where(session, Checkpoint, where, Checkpoint.iteration)
 
 
 def best_and_latest(checkpoints: list[Checkpoint]) -> tuple[Checkpoint | None, Checkpoint | None]:

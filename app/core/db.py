@@ -38,6 +38,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.sql.base import ExecutableOption
+from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
 
 from app.core.errors import NotFound
@@ -78,35 +79,6 @@ def status_type(enum: type[enum_module.Enum]) -> Enum:
         length=16,
         values_callable=lambda e: [m.value for m in e],
     )
-
-
-class RunRow(Protocol):
-    """A row whose status moves through a run's lifecycle (an experiment, an evaluation)."""
-
-    status: Any
-    updated_at: dt.datetime
-    started_at: dt.datetime | None
-    finished_at: dt.datetime | None
-    error: str | None
-    log_tail: str | None
-
-
-def stamp_transition(
-    row: RunRow, target: Any, *, error: str | None = None, log_tail: str | None = None
-) -> None:
-    """Set the row's new status with the times and failure details that go with it: started
-    on first running, finished on a terminal status; an error or log tail only when given."""
-    now = utcnow()
-    row.status = target
-    row.updated_at = now
-    if target.value == "running" and row.started_at is None:
-        row.started_at = now
-    if target.is_finished:
-        row.finished_at = now
-    if error is not None:
-        row.error = error
-    if log_tail is not None:
-        row.log_tail = log_tail
 
 
 class UTCDateTime(TypeDecorator[dt.datetime]):
@@ -298,6 +270,13 @@ def get_row(
     if row is None:
         raise NotFound(f"{what} {row_id} does not exist")
     return row
+
+
+def rows_where(
+    session: Session, model: type[T], where: ColumnElement[bool], order_by: Any
+) -> list[T]:
+    """Every `model` row that matches `where` (a parent's children, mostly), in order."""
+    return list(session.scalars(select(model).where(where).order_by(order_by)))
 
 
 def publish_after_commit(session: Session, topic: str, message: Any) -> None:

@@ -14,7 +14,6 @@ the one-time claim in its runtime_env, as experiments do).
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 from collections.abc import Callable, Iterable
@@ -27,12 +26,11 @@ from sqlalchemy.orm import Session
 from app.core import layout
 from app.core.config import Settings
 from app.core.db import SessionMaker
-from app.core.errors import NotFound
 from app.core.from_row import from_row
 from app.evaluations import service
 from app.evaluations.models import Evaluation, EvaluationStatus
 from app.jobs import kernel
-from app.jobs.launcher import JobRequest, RayJob, RayJobLauncher, RayJobState, RayUnavailable
+from app.jobs.launcher import RayJob, RayJobLauncher, RayJobState, RayUnavailable
 from app.jobs.resources import ClusterResources, JobResources
 from trainer.wire import ENV_EVALUATION_ID
 
@@ -161,15 +159,12 @@ class EvaluationScheduler:
                 await self._db(_settle, snap.id, (E.pending,), E.queued, snap.waiting_for)
         active = [s for s in snaps if s.status == E.running]
         if active:
-            jobs = await asyncio.gather(*(self._job_of(s) for s in active))
+            jobs = await kernel.jobs_of(
+                self.launcher, EVALUATION_JOBS, [s.ray_job_id for s in active]
+            )
             for snap, job in zip(active, jobs, strict=True):
                 await self._check(snap, job)
         return EvaluationQueue(active=active, queued=[s for s in snaps if s.status in WAITING])
-
-    async def _job_of(self, snap: EvaluationSnapshot) -> RayJob:
-        if snap.ray_job_id is None:
-            return RayJob(RayJobState.MISSING, "no Ray job was recorded for this evaluation")
-        return await self.launcher.job(snap.ray_job_id)
 
     async def _check(self, snap: EvaluationSnapshot, job: RayJob) -> None:
         if job.state == RayJobState.MISSING:
@@ -191,21 +186,10 @@ class EvaluationScheduler:
 
     async def launch(self, snap: EvaluationSnapshot) -> bool:
         """Claim, issue the job token, mark running and submit; False if not launched."""
-
-        def request(job_claim: str) -> JobRequest:
-            return JobRequest(
-                experiment_id=snap.experiment_id,
-                resources=snap.resources,
-                claim=job_claim,
-                api_url=self.settings.api_url,
-                job_dir=layout.evaluation_job_dir(self.settings.data_dir, snap.id),
-                entrypoint_module=ENTRYPOINT_MODULE,
-                extra_env={ENV_EVALUATION_ID: str(snap.id)},
-                niceness=SCHEDULED_NICENESS if snap.while_training else 0,
-            )
-
+        niceness = SCHEDULED_NICENESS if snap.while_training else 0
+        job = kernel.Launch(snap.id, snap.experiment_id, snap.resources, niceness)
         return await kernel.launch(
-            self.sessionmaker, self.launcher, EVALUATION_JOBS, snap.id, snap.resources, request
+            self.sessionmaker, self.launcher, self.settings, EVALUATION_JOBS, job
         )
 
     async def fail_unfit(self, snap: EvaluationSnapshot, cluster: ClusterResources) -> None:
@@ -226,29 +210,8 @@ class EvaluationScheduler:
         return await kernel.in_db(self.sessionmaker, fn, *args)
 
 
-def _settle(
-    session: Session,
-    evaluation_id: int,
-    expected: tuple[EvaluationStatus, ...],
-    to: EvaluationStatus,
-    reason: str,
-    error: str | None = None,
-    log_tail: str | None = None,
-) -> bool:
-    """Transition only if still in `expected` (the job's own report wins; a deleted
-    evaluation is left alone)."""
-    try:
-        changed = service.transition(
-            session, evaluation_id, to, reason, error=error, log_tail=log_tail, expected=expected
-        )
-    except NotFound:
-        return False
-    return changed is not None
-
-
-def _fail_launch(session: Session, evaluation_id: int, error: str) -> bool:
-    return _settle(session, evaluation_id, (E.running,), E.failed, "launch failed", error)
-
+# The move the scheduler makes: only from the statuses it saw (a job's own report wins).
+_settle = service.LIFECYCLE.settle
 
 EVALUATION_JOBS = kernel.JobKind(
     name="evaluation",
@@ -256,10 +219,12 @@ EVALUATION_JOBS = kernel.JobKind(
     model=Evaluation,
     waiting=WAITING,
     issue_claim=service.issue_job_claim,
-    mark_running=lambda session, row_id, reason: service.transition(
-        session, row_id, E.running, reason
-    ),
-    fail_launch=_fail_launch,
+    lifecycle=service.LIFECYCLE,
+    running=E.running,
+    launched=(E.running,),
+    job_dir=layout.evaluation_job_dir,
+    entrypoint_module=ENTRYPOINT_MODULE,
+    env_var=ENV_EVALUATION_ID,
 )
 
 

@@ -13,14 +13,15 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from app.checkpoints import service as checkpoints
 from app.core.auth import JobTokens
-from app.core.db import get_row, publish_after_commit, stamp_transition, utcnow
-from app.core.errors import Conflict, IllegalTransition, InvalidInput, NotFound
+from app.core.db import get_row, publish_after_commit, rows_where, utcnow
+from app.core.errors import Conflict, InvalidInput, NotFound
 from app.core.from_row import from_row
+from app.core.lifecycle import Lifecycle
 from app.evaluations import files
 from app.evaluations.models import ALLOWED, Evaluation, EvaluationEpisode, EvaluationStatus
 from app.evaluations.schemas import (
@@ -47,21 +48,13 @@ def get(session: Session, evaluation_id: int, *, lock: bool = False) -> Evaluati
 def list_for_experiment(session: Session, experiment_id: int) -> list[Evaluation]:
     """Newest first."""
     experiments.require(session, experiment_id)
-    stmt = (
-        select(Evaluation)
-        .where(Evaluation.experiment_id == experiment_id)
-        .order_by(Evaluation.id.desc())
-    )
-    return list(session.scalars(stmt))
+    where = Evaluation.experiment_id == experiment_id
+    return rows_where(session, Evaluation, where, Evaluation.id.desc())
 
 
 def episode_rows(session: Session, evaluation_id: int) -> list[EvaluationEpisode]:
-    stmt = (
-        select(EvaluationEpisode)
-        .where(EvaluationEpisode.evaluation_id == evaluation_id)
-        .order_by(EvaluationEpisode.index)
-    )
-    return list(session.scalars(stmt))
+    where = EvaluationEpisode.evaluation_id == evaluation_id
+    return rows_where(session, EvaluationEpisode, where, EvaluationEpisode.index)
 
 
 # --- create / lifecycle -----------------------------------------------------------------------
@@ -115,35 +108,16 @@ def add(
     return evaluation
 
 
-def transition(
-    session: Session,
-    evaluation_id: int,
-    to: EvaluationStatus | str,
-    reason: str,
-    *,
-    error: str | None = None,
-    log_tail: str | None = None,
-    expected: tuple[EvaluationStatus, ...] | None = None,
-) -> Evaluation | None:
-    """Move an evaluation to `to` and publish it; the same status again changes nothing.
-
-    With `expected`, nothing happens (None) unless the evaluation is in one of those statuses:
-    how the scheduler avoids overwriting what the job reported meanwhile.
-    """
-    target = EvaluationStatus(to)
-    evaluation = get(session, evaluation_id, lock=True)
-    if expected is not None and evaluation.status not in expected:
-        return None
-    if evaluation.status == target:
-        return evaluation
-    if target not in ALLOWED[evaluation.status]:
-        raise IllegalTransition(
-            f"evaluation {evaluation_id} cannot go from {evaluation.status.value} to {target.value}"
-        )
+def _record(session: Session, evaluation: Evaluation, previous: Any, reason: str) -> None:
     evaluation.reason = reason
-    stamp_transition(evaluation, target, error=error, log_tail=log_tail)
     announce(session, evaluation)
-    return evaluation
+
+
+LIFECYCLE = Lifecycle[Evaluation](
+    "evaluation", EvaluationStatus, ALLOWED, lambda s, i: get(s, i, lock=True), _record
+)
+# Move an evaluation to a status and publish it after commit (see Lifecycle).
+transition = LIFECYCLE.transition
 
 
 def announce(session: Session, evaluation: Evaluation, *, deleted: bool = False) -> None:
@@ -202,9 +176,7 @@ def report_status(
             f"evaluation {evaluation.id} has {evaluation.episodes_done} of "
             f"{evaluation.episodes} episodes; it cannot succeed yet"
         )
-    result = transition(session, evaluation.id, status, reason, error=error, log_tail=log_tail)
-    assert result is not None
-    return result
+    return transition(session, evaluation.id, status, reason, error=error, log_tail=log_tail)
 
 
 # --- results ------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol
 
 from fastapi import Response, status
 from sqlalchemy.orm import Session
@@ -14,15 +14,26 @@ from app.core.config import Settings
 from app.core.db import SessionMaker, run_in_transaction
 from app.experiments.files import remove_experiment_files
 
-T = TypeVar("T")
+
+class GroupService(Protocol):
+    """What a group's service module (app/sweeps/service.py, app/studies/service.py) offers
+    its stop route."""
+
+    get: Callable[[Session, int], Any]  # the group's row
+    detail: Callable[[Session, Any], Any]  # its detail view, the stop route's answer
+    stop: Callable[[Session, int], list[int]]  # ends its runs; the ids now `stopping`
 
 
 async def stop_runs(
-    sessionmaker: SessionMaker, jobs: Any, work: Callable[[Session], tuple[list[int], T]]
-) -> T:
-    """Run `work` in one transaction (it marks the group's runs stopped or `stopping` and
-    returns the ids of the `stopping` ones with the answer), then ask the jobs runtime to stop
-    those runs' jobs and to act on the group at once."""
+    sessionmaker: SessionMaker, jobs: Any, groups: GroupService, group_id: int
+) -> Any:
+    """In one transaction, mark the group's runs stopped or `stopping` and read its detail;
+    then ask the jobs runtime to stop the `stopping` runs' jobs and to act on the group at once."""
+
+    def work(session: Session) -> tuple[list[int], Any]:
+        stopping = groups.stop(session, group_id)
+        return stopping, groups.detail(session, groups.get(session, group_id))
+
     stopping, answer = await asyncio.to_thread(run_in_transaction, sessionmaker, work)
     if jobs is not None:
         for experiment_id in stopping:

@@ -40,7 +40,3 @@ ALLOWED: dict[ExperimentStatus, frozenset[ExperimentStatus]] = {
     S.failed: frozenset(),
     S.stopped: frozenset(),
 }
-
-
-def can_transition(current: ExperimentStatus, target: ExperimentStatus) -> bool:
-    return target in ALLOWED[current]

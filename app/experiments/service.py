@@ -19,11 +19,12 @@ from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session, lazyload
 
 from app.core.auth import JobTokens
-from app.core.db import get_row, publish_after_commit, stamp_transition, utcnow
-from app.core.errors import Conflict, IllegalTransition, InvalidInput, NotFound
+from app.core.db import get_row, publish_after_commit, rows_where, utcnow
+from app.core.errors import Conflict, InvalidInput, NotFound
+from app.core.lifecycle import Lifecycle
 from app.core.params import MAX_ID
 from app.core.stored_config import StaleConfig
-from app.experiments.lifecycle import ExperimentStatus, can_transition
+from app.experiments.lifecycle import ALLOWED, ExperimentStatus
 from app.experiments.models import Experiment, ExperimentEvent, ExperimentTag, LogLine
 from app.experiments.progress import to_public
 from app.experiments.schemas import (
@@ -156,12 +157,8 @@ def _parse_cursor(cursor: str) -> int:
 
 def events(session: Session, experiment_id: int) -> list[ExperimentEvent]:
     require(session, experiment_id)
-    stmt = (
-        select(ExperimentEvent)
-        .where(ExperimentEvent.experiment_id == experiment_id)
-        .order_by(ExperimentEvent.id)
-    )
-    return list(session.scalars(stmt))
+    where = ExperimentEvent.experiment_id == experiment_id
+    return rows_where(session, ExperimentEvent, where, ExperimentEvent.id)
 
 
 # --- create / lifecycle -------------------------------------------------------------------------
@@ -201,7 +198,7 @@ def create(
     )
     session.add(exp)
     session.flush()
-    _record(session, exp, None, S.pending, reason)
+    _record(session, exp, None, reason)
     return exp
 
 
@@ -221,40 +218,12 @@ def children(session: Session, experiment_id: int) -> list[tuple[Experiment, boo
     return [(k, k.id in resumed or k.resume_from_checkpoint_id is not None) for k in kids]
 
 
-def transition(
-    session: Session,
-    experiment_id: int,
-    to: ExperimentStatus | str,
-    reason: str,
-    error: str | None = None,
-    log_tail: str | None = None,
-) -> Experiment:
-    """Move an experiment to `to`, record the event and publish it after commit.
-
-    Moving to the status it already has changes nothing (retries are harmless); a move the
-    state machine forbids raises IllegalTransition.
-    """
-    target = ExperimentStatus(to)
-    exp = get(session, experiment_id, lock=True)
-    if exp.status == target:
-        return exp
-    if not can_transition(exp.status, target):
-        raise IllegalTransition(
-            f"experiment {experiment_id} cannot go from {exp.status.value} to {target.value}"
-        )
-    previous = exp.status
-    stamp_transition(exp, target, error=error, log_tail=log_tail)
-    _record(session, exp, previous, target, reason)
-    return exp
-
-
 def _record(
-    session: Session,
-    exp: Experiment,
-    previous: ExperimentStatus | None,
-    target: ExperimentStatus,
-    reason: str,
+    session: Session, exp: Experiment, previous: ExperimentStatus | None, reason: str
 ) -> None:
+    """An experiment's move: its event row, a server log line and, after commit, its live
+    message."""
+    target = exp.status
     event = ExperimentEvent(
         experiment_id=exp.id,
         from_status=previous.value if previous else None,
@@ -281,6 +250,13 @@ def _record(
         ),
     )
     announce(session, exp)
+
+
+LIFECYCLE = Lifecycle[Experiment](
+    "experiment", ExperimentStatus, ALLOWED, lambda s, i: get(s, i, lock=True), _record
+)
+# Move an experiment to a status, record the event and publish it after commit (see Lifecycle).
+transition = LIFECYCLE.transition
 
 
 def announce(session: Session, exp: Experiment) -> None:

@@ -60,7 +60,6 @@ from app.experiments.lifecycle import ExperimentStatus
 from app.experiments.models import Experiment
 from app.jobs import kernel
 from app.jobs.launcher import (
-    JobRequest,
     RayJob,
     RayJobLauncher,
     RayJobState,
@@ -215,9 +214,8 @@ class QueueEntry:
     launch: Callable[[], Awaitable[bool]]
 
 
-def _fail_launch(session: Session, experiment_id: int, error: str) -> bool:
-    return _settle(session, experiment_id, ACTIVE, S.failed, "launch failed", error)
-
+# The move the scheduler makes: only from the statuses it saw (a job's own report wins).
+_settle = service.LIFECYCLE.settle
 
 EXPERIMENT_JOBS = kernel.JobKind(
     name="experiment",
@@ -225,29 +223,11 @@ EXPERIMENT_JOBS = kernel.JobKind(
     model=Experiment,
     waiting=(S.pending, S.queued),
     issue_claim=service.issue_job_claim,
-    mark_running=lambda session, row_id, reason: service.transition(
-        session, row_id, S.running, reason
-    ),
-    fail_launch=_fail_launch,
+    lifecycle=service.LIFECYCLE,
+    running=S.running,
+    launched=ACTIVE,
+    job_dir=layout.experiment_job_dir,
 )
-
-
-def _settle(
-    session: Session,
-    experiment_id: int,
-    expected: tuple[ExperimentStatus, ...],
-    to: ExperimentStatus,
-    reason: str,
-    error: str | None = None,
-    log_tail: str | None = None,
-) -> bool:
-    """Transition only if the experiment is still in one of `expected` (its job may have
-    reported meanwhile: the job's own report wins)."""
-    exp = service.get(session, experiment_id, lock=True)
-    if exp.status not in expected:
-        return False
-    service.transition(session, experiment_id, to, reason, error=error, log_tail=log_tail)
-    return True
 
 
 class Reconciler:
@@ -304,15 +284,26 @@ class Reconciler:
         for snap in snaps:
             if snap.status in waiting and snap.invalid_config is not None:
                 await self._db(
-                    _settle, snap.id, waiting, S.failed, "invalid config", snap.invalid_config
+                    service.LIFECYCLE.settle,
+                    snap.id,
+                    waiting,
+                    S.failed,
+                    "invalid config",
+                    snap.invalid_config,
                 )
             elif snap.status == S.pending:
                 await self._db(
-                    _settle, snap.id, (S.pending,), S.queued, "waiting for cluster resources"
+                    service.LIFECYCLE.settle,
+                    snap.id,
+                    (S.pending,),
+                    S.queued,
+                    "waiting for cluster resources",
                 )
         active = [s for s in snaps if s.status in ACTIVE]
         if active:
-            jobs = await asyncio.gather(*(self._job_of(s) for s in active))
+            jobs = await kernel.jobs_of(
+                self.launcher, EXPERIMENT_JOBS, [s.ray_job_id for s in active]
+            )
             for snap, job in zip(active, jobs, strict=True):
                 await self._isolated(snap, self._check(snap, job))
         evaluations = await self.evaluations.tick()
@@ -331,11 +322,6 @@ class Reconciler:
             log.warning("reconciler: experiment %s: %s: %s", snap.id, type(exc).__name__, exc)
 
     # --- running jobs ---------------------------------------------------------------------------
-    async def _job_of(self, snap: Snapshot) -> RayJob:
-        if snap.ray_job_id is None:
-            return RayJob(RayJobState.MISSING, "no Ray job was recorded for this experiment")
-        return await self.launcher.job(snap.ray_job_id)
-
     async def _check(self, snap: Snapshot, job: RayJob) -> None:
         if job.state == RayJobState.MISSING:
             if kernel.age_s(snap.started_at) < MISSING_GRACE_S:
@@ -454,7 +440,14 @@ class Reconciler:
                 f"the experiment needs {need.describe()} but the whole Ray cluster has "
                 f"{cluster.total_cpus:g} CPU and {cluster.total_gpus:g} GPU"
             )
-            await self._db(_settle, snap.id, (S.pending, S.queued), S.failed, "does not fit", error)
+            await self._db(
+                service.LIFECYCLE.settle,
+                snap.id,
+                (S.pending, S.queued),
+                S.failed,
+                "does not fit",
+                error,
+            )
 
         async def launch() -> bool:
             launched = await self._launch(snap)
@@ -512,18 +505,9 @@ class Reconciler:
         )
 
     async def _launch(self, snap: Snapshot) -> bool:
-        def request(job_claim: str) -> JobRequest:
-            return JobRequest(
-                experiment_id=snap.id,
-                resources=snap.resources,
-                claim=job_claim,
-                api_url=self.settings.api_url,
-                job_dir=layout.experiment_job_dir(self.settings.data_dir, snap.id),
-                niceness=self.settings.job_niceness,
-            )
-
+        job = kernel.Launch(snap.id, snap.id, snap.resources, self.settings.job_niceness)
         return await kernel.launch(
-            self.sessionmaker, self.launcher, EXPERIMENT_JOBS, snap.id, snap.resources, request
+            self.sessionmaker, self.launcher, self.settings, EXPERIMENT_JOBS, job
         )
 
     async def _db(self, fn, *args):  # type: ignore[no-untyped-def]

@@ -67,12 +67,7 @@ async def stop_study(
 ) -> StudyDetail:
     """Suggest nothing more; waiting trials end at once, running ones go `stopping` until
     their jobs have saved a final checkpoint. Ended trials are left alone."""
-
-    def work(session: Session) -> tuple[list[int], StudyDetail]:
-        stopping = service.stop(session, study_id)
-        return stopping, service.detail(session, service.get(session, study_id))
-
-    return await stop_runs(sessionmaker, jobs, work)
+    return await stop_runs(sessionmaker, jobs, service, study_id)
 
 
 @router.delete("/{study_id}", status_code=status.HTTP_204_NO_CONTENT)

@@ -54,12 +54,7 @@ async def stop_sweep(
 ) -> SweepDetail:
     """Waiting members are stopped at once (they never start); running ones go `stopping`
     until their jobs have saved a final checkpoint. Finished members are left alone."""
-
-    def work(session: Session) -> tuple[list[int], SweepDetail]:
-        stopping = service.stop(session, sweep_id)
-        return stopping, service.detail(session, service.get(session, sweep_id))
-
-    return await stop_runs(sessionmaker, jobs, work)
+    return await stop_runs(sessionmaker, jobs, service, sweep_id)
 
 
 @router.delete("/{sweep_id}", status_code=status.HTTP_204_NO_CONTENT)
