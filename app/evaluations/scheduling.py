@@ -220,7 +220,6 @@ EVALUATION_JOBS = kernel.JobKind(
     waiting=WAITING,
     issue_claim=service.issue_job_claim,
     lifecycle=service.LIFECYCLE,
-    running=E.running,
     launched=(E.running,),
     job_dir=layout.evaluation_job_dir,
     entrypoint_module=ENTRYPOINT_MODULE,

@@ -33,7 +33,8 @@ log = logging.getLogger(__name__)
 # How long a claimed job may be unknown to Ray (submission in flight, a slow head) before the
 # row is treated as lost.
 MISSING_GRACE_S = 30.0
-FAILED = "failed"  # every kind's status for a job Ray refused
+# Every kind's statuses for a launched job and for one Ray refused.
+RUNNING, FAILED = "running", "failed"
 
 T = TypeVar("T")
 
@@ -78,7 +79,6 @@ class JobKind:
     waiting: tuple[Any, ...]  # the states a row is launched from
     issue_claim: Callable[[Session, int], str]  # the one-time claim its job redeems
     lifecycle: Lifecycle[Any]  # its rows' state machine
-    running: Any  # the status a launched row takes
     launched: tuple[Any, ...]  # the statuses in which a row Ray refused still fails
     job_dir: Callable[[Path, int], Path]  # (data dir, row id): the job's own folder
     entrypoint_module: str = "trainer.job"  # what the job runs: `python -m <module>`
@@ -130,7 +130,7 @@ async def launch(
         if not claim(session, kind.model, row_id, kind.waiting, submission_id):
             return None  # stopped or deleted meanwhile, or claimed by another API process
         job_claim = kind.issue_claim(session, row_id)
-        kind.lifecycle.transition(session, row_id, kind.running, reason)
+        kind.lifecycle.transition(session, row_id, RUNNING, reason)
         return job_claim
 
     job_claim = await in_db(sessionmaker, claim_row)

@@ -224,7 +224,6 @@ EXPERIMENT_JOBS = kernel.JobKind(
     waiting=(S.pending, S.queued),
     issue_claim=service.issue_job_claim,
     lifecycle=service.LIFECYCLE,
-    running=S.running,
     launched=ACTIVE,
     job_dir=layout.experiment_job_dir,
 )
