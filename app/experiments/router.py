@@ -35,7 +35,6 @@ from app.experiments.schemas import (
     LogsPublic,
 )
 from app.experiments.service import JobsControl
-from app.jobs.salvage import salvage_job_dir
 from trainer.wire import ExperimentSpec, LogLines, StatusReport
 
 router = APIRouter(
@@ -244,6 +243,8 @@ def job_report_status(
     machine) but could not deliver, metric rows and checkpoints (app/jobs/salvage.py): the end
     revokes the job's token, so nothing sent later could arrive.
     """
+    from app.jobs.salvage import salvage_job_dir  # a later domain: see docs/architecture.md
+
     current = service.get(session, experiment_id).status
     repeat = current.is_finished and current.value == body.status
     exp = service.authorize_job(session, experiment_id, token, finished_ok=repeat, lock=True)
