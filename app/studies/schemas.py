@@ -77,8 +77,10 @@ class SamplerSpec(BaseModel):
     kind: Literal["tpe", "random"] = Field(
         default="tpe", description="tpe: Optuna's TPE (constant liar for parallel trials)."
     )
+    # 10, as Optuna's and rl-zoo's: on a noisy objective a model fitted to fewer points
+    # steers away from good settings it has not seen yet (docs/benchmarks.md, studies).
     n_startup_trials: int = Field(
-        default=5, ge=0, le=MAX_TRIALS, description="TPE: random suggestions before modelling."
+        default=10, ge=0, le=MAX_TRIALS, description="TPE: random suggestions before modelling."
     )
 
 

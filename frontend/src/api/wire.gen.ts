@@ -2351,7 +2351,7 @@ export interface components {
             /**
              * N Startup Trials
              * @description TPE: random suggestions before modelling.
-             * @default 5
+             * @default 10
              */
             n_startup_trials: number;
         };
