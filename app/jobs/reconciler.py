@@ -283,20 +283,11 @@ class Reconciler:
         for snap in snaps:
             if snap.status in waiting and snap.invalid_config is not None:
                 await self._db(
-                    service.LIFECYCLE.settle,
-                    snap.id,
-                    waiting,
-                    S.failed,
-                    "invalid config",
-                    snap.invalid_config,
+                    _settle, snap.id, waiting, S.failed, "invalid config", snap.invalid_config
                 )
             elif snap.status == S.pending:
                 await self._db(
-                    service.LIFECYCLE.settle,
-                    snap.id,
-                    (S.pending,),
-                    S.queued,
-                    "waiting for cluster resources",
+                    _settle, snap.id, (S.pending,), S.queued, "waiting for cluster resources"
                 )
         active = [s for s in snaps if s.status in ACTIVE]
         if active:
@@ -439,14 +430,7 @@ class Reconciler:
                 f"the experiment needs {need.describe()} but the whole Ray cluster has "
                 f"{cluster.total_cpus:g} CPU and {cluster.total_gpus:g} GPU"
             )
-            await self._db(
-                service.LIFECYCLE.settle,
-                snap.id,
-                (S.pending, S.queued),
-                S.failed,
-                "does not fit",
-                error,
-            )
+            await self._db(_settle, snap.id, (S.pending, S.queued), S.failed, "does not fit", error)
 
         async def launch() -> bool:
             launched = await self._launch(snap)
