@@ -116,3 +116,31 @@ def test_a_job_driver_lowers_its_session_in_its_preamble(tmp_path: Path) -> None
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["6", "6"]
     assert AUTOGROUP.read_text() == own
+
+
+def test_a_rate_limited_session_change_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without CAP_SYS_ADMIN the kernel takes one autogroup change per 100 ms machine-wide and
+    answers EAGAIN meanwhile: the change is retried, not dropped; other refusals are final."""
+    import errno
+
+    from trainer import process_guard
+
+    writes: list[str] = []
+    refusals = [errno.EAGAIN, errno.EAGAIN]
+
+    def write_text(self: Path, value: str) -> int:
+        writes.append(value)
+        if refusals:
+            raise OSError(refusals.pop(0), "refused")
+        return len(value)
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+    monkeypatch.setattr(process_guard.time, "sleep", lambda s: None)
+    assert set_session_niceness(12345, 7)
+    assert writes == ["7", "7", "7"]
+    refusals[:] = [errno.EINVAL]
+    assert not set_session_niceness(12345, 7)  # the root group, a gone process: no retry
+    assert len(writes) == 4
+    refusals[:] = [errno.EAGAIN] * 10
+    assert not set_session_niceness(12345, 7)  # still limited after a few tries: given up
+    assert len(writes) == 9
