@@ -24,6 +24,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -446,13 +447,17 @@ def _end_active(
     session: Session, settings: Settings, end: Callable[[Experiment], Settlement]
 ) -> list[int]:
     """End every experiment that still runs, after storing what its job left in its job dir
-    (rows, checkpoints, the final status it could not report: that one wins over `end`).
-    The job dir's copies of what was stored are removed once the transaction committed."""
+    (rows, checkpoints, the final status it could not report: that status wins over `end`'s,
+    and `end`'s reason, the cause the job could not see, leads its reason). The job dir's
+    copies of what was stored are removed once the transaction committed."""
     rows = session.scalars(select(Experiment).where(Experiment.status.in_(ACTIVE)))
     ended = []
     for exp in list(rows):
         salvaged = salvage_job_dir(session, settings, exp.id)
-        settled = salvaged.outcome(end(exp))
+        cause = end(exp)
+        settled = salvaged.outcome(cause)
+        if salvaged.record is not None:
+            settled = replace(settled, reason=f"{cause.reason}: {settled.reason}")
         service.transition(
             session,
             exp.id,

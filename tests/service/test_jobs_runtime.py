@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -164,3 +165,36 @@ def test_ctrl_c_of_rollout_serve_leaves_no_ray_process(
         ).all()
         assert written and list(stored) == written and exp.env_steps == written[-1]
     engine.dispose()
+
+
+def test_a_run_ended_with_its_cluster_keeps_its_own_status_behind_the_cause(
+    settings: Settings, sessionmaker: Any, create_experiment: Any, transition: Any
+) -> None:
+    """When the service shuts down (or loses its head), a job that left its own final status
+    in its job dir keeps that status, and the reason leads with the cause the job could not
+    see: a driver stopped by the shutdown may only have seen its supervisor go away."""
+    from app.experiments.lifecycle import ExperimentStatus as S
+    from app.jobs.runtime import _end_active
+    from app.jobs.salvage import Settlement
+    from trainer.wire import FINAL_STATUS_FILE, FinalStatusRecord, StatusReport
+
+    shut_down = Settlement(S.stopped, "the service shut down and its local Ray cluster with it")
+    reported, silent = create_experiment(name="reported")["id"], create_experiment()["id"]
+    transition(reported, "running")
+    transition(silent, "running")
+    job_dir = layout.experiment_job_dir(settings.data_dir, reported)
+    job_dir.mkdir(parents=True, exist_ok=True)
+    report = StatusReport(status="stopped", reason="stopped: the Ray job supervisor went away")
+    (job_dir / FINAL_STATUS_FILE).write_text(FinalStatusRecord(report=report).model_dump_json())
+
+    with transaction(sessionmaker) as session:
+        assert sorted(_end_active(session, settings, lambda _: shut_down)) == [reported, silent]
+    with transaction(sessionmaker) as session:
+        reasons = {i: service.events(session, i)[-1].reason for i in (reported, silent)}
+        assert {service.get(session, i).status for i in (reported, silent)} == {S.stopped}
+    assert reasons[reported].startswith(
+        "the service shut down and its local Ray cluster with it: stopped: the Ray job "
+        "supervisor went away"
+    )
+    assert reasons[silent].startswith("the service shut down and its local Ray cluster with it")
+    assert "supervisor" not in reasons[silent]
