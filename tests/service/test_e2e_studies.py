@@ -15,15 +15,17 @@ from tests.service.test_e2e_jobs import LiveService, serving, wait_for
 
 pytestmark = pytest.mark.ray
 
+BUDGET = 49_152  # env steps a trial may run
 TINY = {
     "env_id": "CartPole-v1",
     "num_envs_per_env_runner": 4,
     "train_batch_size_per_learner": 512,
     "minibatch_size": 128,
     "num_epochs": 2,
-    # Long enough (a few seconds) that the reconciler's ticks (every second) see each trial
-    # run past its first intervals: a trial that ends between two ticks is never pruned.
-    "stop": {"env_steps": 16_384},
+    # Long enough that the reconciler's ticks (every second) see each trial run past its first
+    # intervals: a trial that ends between two ticks is never pruned. 16,384 env steps (a few
+    # seconds) once ended the pruned trial first on a loaded machine.
+    "stop": {"env_steps": BUDGET},
     "checkpoint_every": 0,
 }
 ENDED = {"succeeded", "failed", "stopped"}
@@ -73,10 +75,10 @@ def test_a_study_suggests_prunes_finishes_and_its_best_trial_forks(service: Live
     first, pruned = trials
     assert first["state"] == "complete" and first["experiment_status"] == "succeeded"
     assert first["value"] is not None and first["value"] < 0.69
-    assert set(first["intermediate"]) == {str(1024 * i) for i in range(1, 17)}
+    assert set(first["intermediate"]) == {str(1024 * i) for i in range(1, BUDGET // 1024 + 1)}
     assert pruned["state"] == "pruned" and pruned["experiment_status"] == "stopped"
     assert pruned["note"].startswith("median pruner: entropy")
-    assert pruned["env_steps"] < 16_384  # stopped before its budget
+    assert pruned["env_steps"] < BUDGET  # stopped before its budget
     events = service.http.get(f"/experiments/{pruned['experiment_id']}/events").json()
     assert any(e["reason"].startswith(f"pruned by study {study_id}") for e in events)
     checkpoints = service.http.get(f"/experiments/{pruned['experiment_id']}/checkpoints").json()
