@@ -18,6 +18,11 @@ the client has seen (the messages since).
 What this gives up: a live row compressed without history is bigger (a 20-metric row of
 848 bytes: 470 bytes instead of 270 with the history); in exchange it is compressed once, not
 once per viewer.
+
+The frame goes one step further (`SharedFrames`): a server's frames are not masked, so a
+large text sent to connections with the same settings is the same bytes on every wire. Its
+frame is built once (encoded, compressed, framed) and every further connection writes those
+bytes to its socket, skipping uvicorn's and websockets' per-send work.
 """
 
 from __future__ import annotations
@@ -25,9 +30,10 @@ from __future__ import annotations
 import logging
 import zlib
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uvicorn.config import Config
+from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from uvicorn.server import ServerState
 from websockets.extensions.base import Extension
@@ -36,11 +42,16 @@ from websockets.extensions.permessage_deflate import (
     ServerPerMessageDeflateFactory,
 )
 from websockets.frames import Frame, Opcode
+from websockets.protocol import State
 from websockets.server import ServerProtocol
 
-# Smaller messages (a heartbeat, a short log line) are not worth a lookup, and compress
-# better with the connection's history.
-SHARE_MIN_BYTES = 512
+if TYPE_CHECKING:
+    from uvicorn._types import ASGISendEvent
+
+# Only the tiniest messages compress better with the connection's history than they cost a
+# crowd: a live row, a log line or a status is compressed and framed once for everyone
+# (larger on the wire without history; cheaper for the service by far).
+SHARE_MIN_BYTES = 64
 CACHE_MAX_BYTES = 32 * 1024**2
 # uvicorn's own permessage-deflate settings (uvicorn/protocols/websockets/websockets_sansio_impl.py)
 WINDOW_BITS = 12
@@ -91,6 +102,20 @@ class SharedPerMessageDeflate(PerMessageDeflate):
     def __init__(self, *args: Any, compressor: SharedCompressor = SHARED, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.compressor = compressor
+        self._history_stale = False
+
+    @property
+    def shared_key(self) -> tuple[Any, ...]:
+        """What a shared message's compressed bytes depend on besides its text."""
+        return (self.local_max_window_bits, tuple(sorted(self.compress_settings.items())))
+
+    def shared_sent(self) -> None:
+        """A message compressed without history went out: the client's history now ends with
+        it, which this connection's own compressor has not seen, so that compressor starts
+        afresh before its next message (all it points back into must be in the client's
+        history). Lazily: a crowd's connections mostly send shared messages only."""
+        if not self.local_no_context_takeover:
+            self._history_stale = True
 
     def encode(self, frame: Frame) -> Frame:
         shareable = (
@@ -99,18 +124,66 @@ class SharedPerMessageDeflate(PerMessageDeflate):
             and len(frame.data) >= SHARE_MIN_BYTES
         )
         if not shareable:
+            if self._history_stale:
+                self.encoder = zlib.compressobj(
+                    wbits=-self.local_max_window_bits, **self.compress_settings
+                )
+                self._history_stale = False
             return super().encode(frame)
         payload = self.compressor.compress(
             bytes(frame.data), self.local_max_window_bits, self.compress_settings
         )
-        if not self.local_no_context_takeover:
-            # The client's history now ends with this message, which this connection's own
-            # compressor has not seen: it starts afresh so that all it points back into is
-            # also in the client's history.
-            self.encoder = zlib.compressobj(
-                wbits=-self.local_max_window_bits, **self.compress_settings
-            )
+        self.shared_sent()
         return Frame(frame.opcode, payload, frame.fin, True, frame.rsv2, frame.rsv3)
+
+
+class SharedFrames:
+    """Whole server frames of large texts by (text, the connection's compression settings),
+    least recently used dropped past `max_bytes` (an entry counts its text and its frame).
+
+    Keyed by the text itself: a published message's text is one object, whose hash Python
+    computes once, so a lookup for the next viewer costs no pass over the text.
+    """
+
+    def __init__(self, max_bytes: int = CACHE_MAX_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._cache: OrderedDict[tuple[str, Any], bytes] = OrderedDict()
+        self._bytes = 0
+        self.builds = 0  # tests and benchmarks count them
+        self.hits = 0
+
+    def frame(self, text: str, extensions: list[Extension]) -> bytes | None:
+        """The bytes of `text` as one unmasked text frame for a connection that negotiated
+        `extensions` (none, or shared permessage-deflate); None for any other extension."""
+        if not extensions:
+            settings: Any = None
+        elif len(extensions) == 1 and isinstance(extensions[0], SharedPerMessageDeflate):
+            settings = extensions[0].shared_key
+        else:
+            return None
+        key = (text, settings)
+        found = self._cache.get(key)
+        if found is not None:
+            self._cache.move_to_end(key)
+            self.hits += 1
+            if extensions:
+                extensions[0].shared_sent()  # type: ignore[attr-defined]
+            return found
+        # Built through the connection's own extension: the same bytes as websockets' own
+        # send, and the connection's history marked as after any shared message.
+        frame = Frame(Opcode.TEXT, text.encode()).serialize(mask=False, extensions=extensions)
+        self.builds += 1
+        size = len(text) + len(frame)
+        if size <= self.max_bytes:
+            self._cache[key] = frame
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                (dropped, _), old = self._cache.popitem(last=False)
+                self._bytes -= len(dropped) + len(old)
+        return frame
+
+
+FRAMES = SharedFrames()  # one per process, like SHARED
 
 
 class SharedDeflateFactory(ServerPerMessageDeflateFactory):
@@ -162,4 +235,30 @@ class SharedDeflateWebSocketProtocol(WebSocketsSansIOProtocol):
             extensions=extensions,
             max_size=config.ws_max_size,
             logger=logging.getLogger("uvicorn.error"),
+        )
+        self.frames = FRAMES
+
+    async def send(self, message: ASGISendEvent) -> None:
+        """A large text goes out as the crowd's shared frame (`SharedFrames`); everything
+        else, and any connection not plainly open, takes uvicorn's way."""
+        if message["type"] == "websocket.send":
+            text = message.get("text")
+            if text is not None and message.get("bytes") is None and len(text) >= SHARE_MIN_BYTES:
+                await self.writable.wait()
+                if self.disconnected:
+                    raise ClientDisconnected()
+                if self._open_for_data():
+                    frame = self.frames.frame(text, self.conn.extensions)
+                    if frame is not None:
+                        self.transport.write(frame)
+                        return
+        await super().send(message)
+
+    def _open_for_data(self) -> bool:
+        return (
+            self.handshake_complete
+            and not self.close_sent
+            and self.initial_response is None
+            and self.conn.state is State.OPEN
+            and not self.conn.expect_continuation_frame
         )
