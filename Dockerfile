@@ -44,16 +44,21 @@ COPY trainer ./trainer
 COPY app ./app
 COPY --from=frontend /src/frontend/dist ./frontend/dist
 
-# Jobs run user code: they run as `rollout-jobs`, which owns nothing but the jobs/ dir the
-# service gives it, so a job can reach neither the database, the checkpoints nor the service's
-# environment (docs/operations.md, "Production isolation"). The service runs as root inside
-# the container because it must start the Ray head as that user; Docker's default capability
-# set has no CAP_SYS_PTRACE. To run everything as one unprivileged user instead (one user, on
-# their own machine), pass `--user 1000 -e ROLLOUT_JOBS_USER=`.
+# Jobs run user code. Each job runs on a Ray cluster of its own, as one of eight jobs users
+# (`rollout-job-1` .. `rollout-job-8`) that no other running job has, with a Ray token of its
+# own: a job can reach neither the database, the checkpoints, the service's environment nor
+# another job (its processes, its files, its cluster's Jobs API); docs/operations.md,
+# "Production isolation". Eight users: eight jobs (experiments and evaluations) at once. The
+# service runs as root inside the container because it must start each cluster as its user;
+# Docker's default capability set has no CAP_SYS_PTRACE. To run everything as one unprivileged
+# user instead (one user, on their own machine), pass `--user 1000 -e ROLLOUT_JOBS_USERS=`.
 RUN useradd --create-home --uid 1000 rollout \
-    && useradd --system --no-create-home --uid 999 --shell /usr/sbin/nologin rollout-jobs \
+    && for i in 1 2 3 4 5 6 7 8; do \
+         useradd --system --no-create-home --uid $((980 + i)) --shell /usr/sbin/nologin \
+           "rollout-job-$i"; \
+       done \
     && mkdir -p /data && chown rollout /data
-ENV ROLLOUT_JOBS_USER=rollout-jobs
+ENV ROLLOUT_JOBS_USERS=rollout-job-1,rollout-job-2,rollout-job-3,rollout-job-4,rollout-job-5,rollout-job-6,rollout-job-7,rollout-job-8
 VOLUME /data
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \

@@ -38,9 +38,10 @@ def rollout_serve(
     env: Mapping[str, str | None] | None = None,
     start_timeout_s: float = 60.0,
     stop_timeout_s: float = 30.0,
+    python: str = sys.executable,
 ) -> Iterator[ServeProcess]:
-    """Start `rollout serve`, wait for /health, yield it, stop it; `env` entries set to None
-    are removed from the inherited environment."""
+    """Start `rollout serve` (with `python`), wait for /health, yield it, stop it; `env`
+    entries set to None are removed from the inherited environment."""
     port = port or free_ports(1)[0]
     full_env = dict(os.environ)
     for key, value in (env or {}).items():
@@ -51,7 +52,7 @@ def rollout_serve(
     log_path = data_dir / f"server-{time.monotonic_ns()}.log"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--data-dir",
+            [python, "-m", "app.cli", "serve", "--port", str(port), "--data-dir",
              str(data_dir)],
             cwd=ROOT,
             env=full_env,

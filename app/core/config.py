@@ -13,7 +13,7 @@ import pwd
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.core import layout
@@ -74,6 +74,14 @@ class Settings(BaseSettings):
         "the local Ray head, so every job (user code), runs as. It cannot read the database, "
         "the checkpoints or the service's environment; the data dir is only traversable for it "
         "(0711) and its jobs/ dir is its own. Needs a service that may switch users (root).",
+    )
+    jobs_users: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Isolation between jobs (docs/operations.md, 'Production isolation'): a "
+        "pool of OS users, comma-separated. Each job then runs on a local Ray cluster of its "
+        "own, with a token of its own, as a user of the pool no other running job has: jobs "
+        "cannot read, write or stop each other. As many jobs run at once as there are users. "
+        "Needs a service that may switch users (root) and no external cluster.",
     )
     jobs_enabled: bool = Field(
         default=True, description="Launch experiments on Ray. Off: experiments stay pending."
@@ -167,7 +175,29 @@ class Settings(BaseSettings):
                 raise ValueError(f"no OS user {value!r} on this machine") from None
         return value or None
 
-    @field_validator("allowed_hosts", "allowed_origins", mode="before")
+    @field_validator("jobs_users")
+    @classmethod
+    def _known_users(cls, value: list[str]) -> list[str]:
+        for user in value:
+            cls._known_user(user)
+        if len(set(value)) != len(value):
+            raise ValueError("each jobs user may be named once")
+        if any(pwd.getpwnam(user).pw_uid == 0 for user in value):
+            raise ValueError("a jobs user must not be root")
+        return value
+
+    @model_validator(mode="after")
+    def _one_isolation(self) -> Settings:
+        if self.jobs_users and self.jobs_user:
+            raise ValueError("set ROLLOUT_JOBS_USER or ROLLOUT_JOBS_USERS, not both")
+        if self.jobs_users and self.ray_address:
+            raise ValueError(
+                "ROLLOUT_JOBS_USERS starts a local Ray cluster per job: it cannot be used with "
+                "an external cluster (ROLLOUT_RAY_ADDRESS / RAY_ADDRESS)"
+            )
+        return self
+
+    @field_validator("allowed_hosts", "allowed_origins", "jobs_users", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -222,13 +252,20 @@ class Settings(BaseSettings):
             database.touch(mode=0o600, exist_ok=True)
         # With a jobs user its processes must reach their job dirs (and the Ray head its temp
         # dir) inside the data dir, without listing it or reading anything else there.
-        top = 0o711 if self.jobs_user else 0o700
+        top = 0o711 if self.jobs_user or self.jobs_users else 0o700
         for path, mode in ((self.data_dir, top), (database, 0o600)):
             with contextlib.suppress(PermissionError):  # not ours to change (a shared mount)
                 if path is not None:
                     path.chmod(mode)
         if self.jobs_user:
             give_to_jobs_user(layout.jobs_dir(self.data_dir), self.jobs_user)
+        elif self.jobs_users:
+            # The service's, passable for the pool: each job dir is given to its job's user
+            # while it runs (app/jobs/job_clusters.py).
+            for path in (layout.jobs_dir(self.data_dir), layout.evaluation_jobs_dir(self.data_dir)):
+                path.mkdir(mode=0o711, parents=True, exist_ok=True)
+                os.chown(path, os.getuid(), os.getgid())
+                path.chmod(0o711)
 
     @property
     def api_token_value(self) -> str | None:

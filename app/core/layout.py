@@ -38,8 +38,12 @@ def experiment_job_dir(data_dir: Path, experiment_id: int) -> Path:
     return (jobs_dir(data_dir) / str(experiment_id)).resolve()
 
 
+def evaluation_jobs_dir(data_dir: Path) -> Path:
+    return jobs_dir(data_dir) / "evaluations"
+
+
 def evaluation_job_dir(data_dir: Path, evaluation_id: int) -> Path:
-    return (jobs_dir(data_dir) / "evaluations" / str(evaluation_id)).resolve()
+    return (evaluation_jobs_dir(data_dir) / str(evaluation_id)).resolve()
 
 
 def experiment_checkpoints_dir(checkpoints_root: Path, experiment_id: int) -> Path:
@@ -74,3 +78,8 @@ def ray_dir(data_dir: Path) -> Path:
 
 def head_record_file(data_dir: Path) -> Path:
     return data_dir / "ray-head.json"
+
+
+def job_clusters_dir(data_dir: Path) -> Path:
+    """Records of the jobs' own Ray clusters (ROLLOUT_JOBS_USERS), the service's alone."""
+    return data_dir / "job-clusters"

@@ -182,6 +182,14 @@ class RayJobLauncher:
 
     async def submit(self, submission_id: str, request: JobRequest) -> str:
         """Start the experiment's job; returns the Ray submission id."""
+        kwargs = self.submit_kwargs(submission_id, request)
+        try:
+            return await asyncio.to_thread(lambda: self.client.submit_job(**kwargs))
+        except (ConnectionError, OSError) as exc:
+            raise RayUnavailable(str(exc)) from exc
+
+    def submit_kwargs(self, submission_id: str, request: JobRequest) -> dict[str, Any]:
+        """JobSubmissionClient.submit_job's arguments for `request`."""
         need = request.resources
         entrypoint = f"{sys.executable} -m {request.entrypoint_module}"
         if request.niceness > 0:
@@ -195,10 +203,7 @@ class RayJobLauncher:
         }
         if need.driver_gpus:
             kwargs["entrypoint_num_gpus"] = need.driver_gpus
-        try:
-            return await asyncio.to_thread(lambda: self.client.submit_job(**kwargs))
-        except (ConnectionError, OSError) as exc:
-            raise RayUnavailable(str(exc)) from exc
+        return kwargs
 
     async def submit_module(self, submission_id: str, module: str) -> str:
         """A service job of our own (`python -m <module>`, e.g. the head's warm-up): no

@@ -185,6 +185,13 @@ class LocalRayHead:
     # job drivers run in sessions of their own) against the other sessions of the machine:
     # trainer/process_guard.py `set_session_niceness`.
     niceness: int = 0
+    # Ray's token authentication for this head alone (app/jobs/job_clusters.py): its daemons
+    # and workers read the token from a file in the temp dir that only `user` may read, and
+    # its dashboard and GCS refuse whoever does not send it.
+    auth_token: str | None = None
+    # Where the token is written (default: the temp dir, which Ray opens to everyone: give a
+    # file in a directory only `user` may enter).
+    auth_token_file: Path | None = None
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     pid: int | None = field(default=None, init=False)
     started: int = field(default=0, init=False)
@@ -268,6 +275,10 @@ class LocalRayHead:
         }
         if self.node_ip != "127.0.0.1":
             env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "1"  # "0" refuses other nodes
+        if self.auth_token is not None:
+            if self.auth_token_file is None:
+                self.auth_token_file = self.temp_dir / "auth_token"
+            env |= {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(self.auth_token_file)}
         as_user = self._as_user(env)
         if not as_user and sys.platform.startswith("linux") and os.geteuid() == 0:
             cmd = [sys.executable, "-c", _DROP_PTRACE, *cmd]
@@ -289,23 +300,36 @@ class LocalRayHead:
         self.dashboard_url = f"http://127.0.0.1:{dash}"
 
     def _as_user(self, env: dict[str, str]) -> dict[str, Any]:
-        """Popen's arguments (and `env`'s names) that start the head as `self.user`."""
+        """Popen's arguments (and `env`'s names) that start the head as `self.user`; the
+        token file (if any) written for it alone."""
+        assert self.temp_dir is not None
+        token_file = self.auth_token_file
+        if self.auth_token is not None and token_file is not None:
+            token_file.write_text(self.auth_token)
+            token_file.chmod(0o600)
         if self.user is None:
             return {}
         entry = pwd.getpwnam(self.user)
         home = Path(entry.pw_dir)
-        if not home.is_dir():
+        if not home.is_dir() or home.stat().st_uid != entry.pw_uid:
+            # No home of its own (nobody's is /nonexistent, daemon's /usr/sbin): a private one.
             home = self.temp_dir / "home"
             home.mkdir(mode=0o700, exist_ok=True)
             os.chown(home, entry.pw_uid, entry.pw_gid)
         os.chown(self.temp_dir, entry.pw_uid, entry.pw_gid)
+        self.temp_dir.chmod(0o700)
+        if self.auth_token is not None and token_file is not None:
+            os.chown(token_file, entry.pw_uid, entry.pw_gid)
         env.update(HOME=str(home), USER=self.user, LOGNAME=self.user)
         return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
 
     def answers(self, timeout_s: float = 2.0) -> bool:
         """The head's dashboard (the Jobs API) answers."""
+        headers = {"Authorization": f"Bearer {self.auth_token}"} if self.auth_token else {}
         with contextlib.suppress(httpx.HTTPError):
-            response = httpx.get(f"{self.dashboard_url}/api/version", timeout=timeout_s)
+            response = httpx.get(
+                f"{self.dashboard_url}/api/version", timeout=timeout_s, headers=headers
+            )
             return response.status_code == 200
         return False
 

@@ -39,6 +39,7 @@ from app.experiments.lifecycle import ExperimentStatus
 from app.experiments.models import Experiment
 from app.jobs import head_state
 from app.jobs.head_state import HeadRecord
+from app.jobs.job_clusters import JobClustersLauncher, cluster_per_job_users_ok
 from app.jobs.launcher import RayJobLauncher, RayUnavailable
 from app.jobs.ray_head import (
     LocalRayHead,
@@ -103,6 +104,9 @@ class JobsRuntime:
         A local head that fails to start fails the service; an external cluster that cannot be
         reached does not: the reconciler keeps trying and /health reports `ray: false`.
         """
+        if self.settings.jobs_users:
+            await self._start_job_clusters()
+            return
         address = self.settings.ray_address or os.environ.get("RAY_ADDRESS")
         if not address:
             try:
@@ -128,6 +132,26 @@ class JobsRuntime:
         if self._fresh_head and self.settings.ray_warmup:
             self.warmup = HeadWarmup(self.launcher)
             self.warmup.start()
+
+    async def _start_job_clusters(self) -> None:
+        """ROLLOUT_JOBS_USERS: no shared head; each job gets a cluster of its own (those an
+        earlier API process left running are adopted first)."""
+        why_not = cluster_per_job_users_ok()
+        if why_not is not None:
+            raise RuntimeError(f"ROLLOUT_JOBS_USERS: {why_not}")
+        apply_ray_env()
+        launcher = JobClustersLauncher(
+            self.settings.data_dir,
+            self.settings.jobs_users,
+            stop_grace_s=self.stop_grace_s,
+        )
+        await launcher.connect()
+        self.launcher = launcher
+        self.address = launcher.address
+        self.reconciler = Reconciler(
+            self.settings, self.sessionmaker, launcher, interval_s=self.interval_s
+        )
+        self._task = asyncio.create_task(self.reconciler.run(), name="rollout-reconciler")
 
     async def _start_local_head(self) -> str:
         apply_ray_env()
@@ -294,6 +318,13 @@ class JobsRuntime:
             self.head = None
             await self._end_local_experiments()
             head_state.clear(self.settings.data_dir)
+        elif isinstance(self.launcher, JobClustersLauncher):
+            # The same order: drivers, then the jobs' clusters, then salvage and settle.
+            running = await asyncio.to_thread(run_in_transaction, self.sessionmaker, _active_jobs)
+            if running:
+                await self._stop_and_wait([job for _, job in running if job is not None])
+            await self.launcher.stop_all()
+            await self._end_local_experiments()
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
             self._temp_dir = None

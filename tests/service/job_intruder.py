@@ -1,0 +1,81 @@
+"""A hostile user env module: `tests.service.job_intruder:JobIntruder-v0`, env_config
+{"data_dir": DIR, "service_pid": PID, "victim": {...}} where the victim is another running
+job as the service recorded its cluster (app/jobs/job_clusters.py `ClusterRecord`) plus its
+driver's pid.
+
+Built inside a job, it tries what one job must not do to another when every job runs on a Ray
+cluster of its own as a jobs user of its own (ROLLOUT_JOBS_USERS): stop the victim through its
+cluster's Jobs API, read its cluster's token, read its driver's memory and environment, read
+or write its job dir and Ray temp dir; and what no job may do to the service: read or write
+the database, list the data dir, read the service's environment. It writes what happened to
+`$ROLLOUT_JOB_DIR/intruder-<pid>.json` (its own job dir) for the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import httpx
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+ENV_ID = "JobIntruder-v0"
+
+
+def _try(action: Any) -> str:
+    try:
+        action()
+    except PermissionError:
+        return "denied"
+    except OSError as exc:
+        return f"error: {exc.strerror}"
+    return "done"
+
+
+def _stop_through_jobs_api(victim: dict[str, Any]) -> str:
+    """What the victim's dashboard answers to a stop without its token (Ray >= 2.52's
+    token authentication: 401)."""
+    url = f"{victim['dashboard_url']}/api/jobs/{victim['submission_id']}/stop"
+    try:
+        response = httpx.post(url, timeout=10)
+    except httpx.HTTPError as exc:
+        return f"error: {type(exc).__name__}"
+    return "denied" if response.status_code in (401, 403) else f"answered {response.status_code}"
+
+
+class JobIntruder(CartPoleEnv):
+    def __init__(
+        self, data_dir: str, service_pid: int, victim: dict[str, Any], **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        data = Path(data_dir)
+        database = data / "rollout.db"
+        victim_dir, victim_temp = Path(victim["job_dir"]), Path(victim["temp_dir"])
+        driver = victim["driver_pid"]
+        outcome = {
+            "uid": os.getuid(),
+            "stop victim through its Jobs API": _stop_through_jobs_api(victim),
+            "read victim's cluster token": _try(lambda: (victim_temp / "auth_token").read_bytes()),
+            "list victim's Ray temp dir": _try(lambda: list(victim_temp.iterdir())),
+            "read victim driver's memory": _try(
+                lambda: Path(f"/proc/{driver}/mem").open("rb").close()
+            ),
+            "read victim driver's environ": _try(
+                lambda: Path(f"/proc/{driver}/environ").read_bytes()
+            ),
+            "list victim's job dir": _try(lambda: list(victim_dir.iterdir())),
+            "write victim's job dir": _try(lambda: (victim_dir / "planted.json").write_text("{}")),
+            "read database": _try(lambda: database.read_bytes()),
+            "write database": _try(lambda: database.open("r+b").close()),
+            "list data dir": _try(lambda: list(data.iterdir())),
+            "read service environ": _try(lambda: Path(f"/proc/{service_pid}/environ").read_bytes()),
+        }
+        job_dir = Path(os.environ["ROLLOUT_JOB_DIR"])
+        job_dir.mkdir(parents=True, exist_ok=True)
+        (job_dir / f"intruder-{os.getpid()}.json").write_text(json.dumps(outcome))
+
+
+gym.register(id=ENV_ID, entry_point=f"{__name__}:JobIntruder", max_episode_steps=500)

@@ -1,0 +1,93 @@
+"""ROLLOUT_JOBS_USERS without Ray: the setting's checks, the pool as the queue's slots, and the
+data dir it prepares. The real clusters run in tests/service/test_job_clusters.py."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from app.core.config import Settings
+from app.core.layout import evaluation_jobs_dir, jobs_dir
+from app.jobs.job_clusters import JobCluster, JobClustersLauncher, processes_of
+from app.jobs.launcher import JobRequest, RayJobState, RayUnavailable
+from app.jobs.resources import JobResources
+
+
+def test_the_pool_is_a_comma_list_of_distinct_unprivileged_users(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, jobs_users="nobody", jobs_enabled=False)
+    assert settings.jobs_users == ["nobody"]
+    for value, error in (
+        ("nobody,nobody", "named once"),
+        ("nobody,no-such-user-here", "no OS user 'no-such-user-here'"),
+        ("root", "must not be root"),
+    ):
+        with pytest.raises(ValidationError, match=error):
+            Settings(data_dir=tmp_path, jobs_users=value)
+    with pytest.raises(ValidationError, match="not both"):
+        Settings(data_dir=tmp_path, jobs_users="nobody", jobs_user="nobody")
+    with pytest.raises(ValidationError, match="external cluster"):
+        Settings(data_dir=tmp_path, jobs_users="nobody", ray_address="10.0.0.5:6379")
+
+
+def _cluster(submission_id: str, user: str, cpus: float, tmp_path: Path) -> JobCluster:
+    return JobCluster(
+        submission_id=submission_id,
+        user=user,
+        token="t",
+        temp_dir=tmp_path / submission_id,
+        job_dir=tmp_path / "jobs" / submission_id,
+        cpus=cpus,
+    )
+
+
+def test_the_users_are_the_queue_slots(tmp_path: Path) -> None:
+    """Each running job holds a user; with none free nothing more fits the machine, and a
+    submit that finds none is refused as the cluster's state (the job stays queued)."""
+
+    async def main() -> None:
+        launcher = JobClustersLauncher(tmp_path, ["nobody", "daemon"], stop_grace_s=5, total_cpus=8)
+        empty = await launcher.cluster_resources()
+        assert empty is not None and (empty.total_cpus, empty.used_cpus) == (8, 0)
+        launcher._clusters["a"] = _cluster("a", "nobody", 1.25, tmp_path)
+        one = await launcher.cluster_resources()
+        assert one is not None and one.used_cpus == 1.25
+        assert launcher.free_users() == ["daemon"]
+        launcher._clusters["b"] = _cluster("b", "daemon", 1.0, tmp_path)
+        full = await launcher.cluster_resources()
+        assert full is not None and full.used_cpus == full.total_cpus == 8
+        request = JobRequest(
+            experiment_id=3,
+            resources=JobResources(1.0, 0.0, 0.0, 0.0),
+            claim="c",
+            api_url="http://127.0.0.1:1",
+            job_dir=tmp_path / "jobs" / "3",
+        )
+        with pytest.raises(RayUnavailable, match="every jobs user"):
+            await launcher.submit("rollout-3-x", request)
+        missing = await launcher.job("rollout-unknown")
+        assert missing.state == RayJobState.MISSING
+
+    asyncio.run(main())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the pool's dirs are made as root")
+def test_with_a_pool_the_job_dirs_are_passable_and_the_service_s_own(tmp_path: Path) -> None:
+    settings = Settings(
+        data_dir=tmp_path / "data", jobs_users="nobody", frontend_dir=tmp_path, jobs_enabled=False
+    )
+    settings.prepare_data_dir()
+    assert stat.S_IMODE(settings.data_dir.stat().st_mode) == 0o711
+    for path in (jobs_dir(settings.data_dir), evaluation_jobs_dir(settings.data_dir)):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o711
+        assert path.stat().st_uid == 0
+
+
+def test_processes_of_a_user_are_found_by_real_uid() -> None:
+    mine = processes_of(os.getuid())
+    assert os.getpid() in mine
+    assert not processes_of(2**31 - 7)  # no such uid

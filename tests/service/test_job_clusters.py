@@ -1,0 +1,271 @@
+"""One Ray cluster per job, each as an OS user of its own (ROLLOUT_JOBS_USERS,
+app/jobs/job_clusters.py), the way an operator runs it: `rollout serve` as root with a pool of
+two jobs users, real jobs on their own local clusters.
+
+A hostile env module (tests/service/job_intruder.py) in one job tries everything against
+another running job (its Jobs API, its token, its memory, its files) and against the service;
+all of it is refused, the victim trains on, survives a SIGKILL of the API (its cluster is
+adopted by the next `rollout serve`) and stops when asked. When the jobs end their clusters
+go, with every process of their users, and their job dirs are the service's again.
+
+The jobs users need an interpreter they may run: a virtualenv under /root (mode 0700) is not
+one, so the service runs here from a virtualenv made from the system's Python 3.11 that reuses
+this one's packages. The users are made for the test (`useradd`) and removed after it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.core.layout import experiment_job_dir, job_clusters_dir
+from app.jobs.job_clusters import processes_of
+from app.jobs.ray_head import free_ports
+from tests.conftest import SERVICE_SECRETS
+from tests.serve_process import ROOT, rollout_serve
+from tests.service import job_intruder
+from tests.service.test_e2e_jobs import wait_for
+
+SYSTEM_PYTHON = Path("/usr/bin/python3.11")
+API_TOKEN = SERVICE_SECRETS["ROLLOUT_API_TOKEN"]
+FINISHED = {"succeeded", "failed", "stopped"}
+
+
+def _can_switch_users() -> str | None:
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        return "switching users needs root on Linux"
+    if not SYSTEM_PYTHON.exists() or shutil.which("useradd") is None:
+        return "needs the system's python3.11 and useradd"
+    return None
+
+
+pytestmark = [
+    pytest.mark.ray,
+    pytest.mark.skipif(_can_switch_users() is not None, reason=str(_can_switch_users())),
+]
+
+
+@pytest.fixture(scope="module")
+def pool_users() -> Iterator[list[str]]:
+    """Two fresh system users, removed (after their last process) at the end."""
+    stem = f"rt{secrets.token_hex(3)}"
+    users = [f"{stem}-a", f"{stem}-b"]
+    for user in users:
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", user],
+            check=True,
+            capture_output=True,
+        )
+    try:
+        yield users
+    finally:
+        for user in users:
+            subprocess.run(["userdel", user], check=False, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def shared_python(pool_users: list[str]) -> Iterator[str]:
+    """An interpreter every user may run, with this environment's packages and the project."""
+    venv = Path(tempfile.mkdtemp(prefix="rollout-sysvenv-", dir="/tmp"))
+    try:
+        subprocess.run(
+            [str(SYSTEM_PYTHON), "-m", "venv", "--without-pip", str(venv)],
+            check=True,
+            capture_output=True,
+        )
+        site = venv / "lib" / "python3.11" / "site-packages"
+        (site / "rollout.pth").write_text(f"{sysconfig.get_paths()['purelib']}\n{ROOT}\n")
+        python = venv / "bin" / "python"
+        ray = venv / "bin" / "ray"
+        ray.write_text(
+            f"#!{python}\nimport sys\nfrom ray.scripts.scripts import main\nsys.exit(main())\n"
+        )
+        ray.chmod(0o755)
+        subprocess.run(["chmod", "-R", "a+rX", str(venv)], check=True)
+        entry = pwd.getpwnam(pool_users[0])
+        probe = subprocess.run(
+            [str(python), "-c", "import ray, torch, trainer.job"],
+            user=entry.pw_uid,
+            group=entry.pw_gid,
+            extra_groups=[],
+            env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"},
+            cwd="/",
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if probe.returncode != 0:
+            pytest.skip(f"a jobs user cannot import the project: {probe.stderr[-300:]}")
+        yield str(python)
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)
+
+
+def _config(env_id: str, env_config: dict[str, Any], env_steps: int) -> dict[str, Any]:
+    return {
+        "env_id": env_id,
+        "env_config": env_config,
+        "num_env_runners": 0,  # one CPU a job: both fit the two cores
+        "num_envs_per_env_runner": 2,
+        "train_batch_size_per_learner": 256,
+        "minibatch_size": 128,
+        "num_epochs": 1,
+        "stop": {"env_steps": env_steps},
+        "checkpoint_every": 0,
+    }
+
+
+class Api:
+    def __init__(self, url: str) -> None:
+        self.http = httpx.Client(
+            base_url=f"{url}/api/v1",
+            timeout=30,
+            headers={"Authorization": f"Bearer {API_TOKEN}"},
+        )
+
+    def submit(self, config: dict[str, Any], name: str) -> int:
+        response = self.http.post("/experiments", json={"name": name, "config": config})
+        assert response.status_code == 201, response.text
+        return int(response.json()["id"])
+
+    def get(self, exp_id: int) -> dict[str, Any]:
+        response = self.http.get(f"/experiments/{exp_id}")
+        response.raise_for_status()
+        return dict(response.json())
+
+    def wait(self, exp_id: int, statuses: set[str], timeout_s: float) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+
+        def reached() -> bool:
+            found.update(self.get(exp_id))
+            return found["status"] in statuses
+
+        wait_for(reached, timeout_s, f"experiment {exp_id} in {statuses}", lambda: found)
+        return found
+
+    def steps(self, exp_id: int) -> int:
+        return int(self.get(exp_id).get("env_steps") or 0)
+
+
+def _record(data_dir: Path, submission_id: str) -> dict[str, Any]:
+    return dict(json.loads((job_clusters_dir(data_dir) / f"{submission_id}.json").read_text()))
+
+
+def _driver_pid(user: str) -> int | None:
+    """The job driver among the processes of `user` (the only job that user runs)."""
+    for pid in processes_of(pwd.getpwnam(user).pw_uid):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv[-2:] == [b"trainer.job", b""] and b"python" in argv[0]:
+            return pid
+    return None
+
+
+def test_jobs_on_their_own_clusters_cannot_touch_each_other_and_survive_an_api_restart(
+    pool_users: list[str], shared_python: str
+) -> None:
+    data_dir = Path(tempfile.mkdtemp(prefix="rollout-job-clusters-", dir="/tmp"))
+    env = {
+        "ROLLOUT_JOBS_USERS": ",".join(pool_users),
+        "ROLLOUT_API_TOKEN": API_TOKEN,  # in the service's environment: no job may read it
+        "ROLLOUT_DATABASE_URL": None,  # the data dir's SQLite file
+        "ROLLOUT_JOBS_USER": None,
+        "ROLLOUT_RAY_ADDRESS": None,
+        "RAY_ADDRESS": None,
+    }
+    uids = {user: pwd.getpwnam(user).pw_uid for user in pool_users}
+    port = free_ports(1)[0]
+    try:
+        # The same port both times: a running job keeps calling the URL it was started with.
+        with rollout_serve(data_dir, env=env, python=shared_python, port=port) as served:
+            api = Api(served.url)
+            victim = api.submit(_config("CartPole-v1", {}, 50_000_000), "victim")
+            running = api.wait(victim, {"running"} | FINISHED, 180)
+            assert running["status"] == "running", running
+            victim_job = running["ray_job_id"]
+            wait_for(lambda: api.steps(victim) > 0, 180, "the victim's first metrics")
+            record = _record(data_dir, victim_job)
+            victim_user = record["user"]
+            driver = _driver_pid(victim_user)
+            assert driver is not None
+            intruder_config = _config(
+                f"tests.service.job_intruder:{job_intruder.ENV_ID}",
+                {
+                    "data_dir": str(data_dir),
+                    "service_pid": served.proc.pid,
+                    "victim": {
+                        "submission_id": victim_job,
+                        "dashboard_url": record["dashboard_url"],
+                        "temp_dir": record["temp_dir"],
+                        "job_dir": record["job_dir"],
+                        "driver_pid": driver,
+                    },
+                },
+                2048,
+            )
+            intruder = api.submit(intruder_config, "intruder")
+            ended = api.wait(intruder, FINISHED, 240)
+            assert ended["status"] == "succeeded", (ended["events"][-1], ended["error"])
+            outcomes = [
+                json.loads(p.read_text())
+                for p in experiment_job_dir(data_dir, intruder).glob("intruder-*.json")
+            ]
+            assert outcomes, "the intruder never built its env"
+            intruder_uid = next(uid for user, uid in uids.items() if user != victim_user)
+            for outcome in outcomes:
+                assert outcome.pop("uid") == intruder_uid
+                assert outcome == dict.fromkeys(outcome, "denied"), outcome
+            # The victim trained on meanwhile, untouched.
+            before = api.steps(victim)
+            assert api.get(victim)["status"] == "running"
+            wait_for(lambda: api.steps(victim) > before, 60, "the victim to go on training")
+            assert not (experiment_job_dir(data_dir, victim) / "planted.json").exists()
+            # The intruder's cluster went with its job: no process of its user is left,
+            # and its job dir is the service's again.
+            wait_for(lambda: not processes_of(intruder_uid), 60, "the intruder's processes")
+            wait_for(
+                lambda: experiment_job_dir(data_dir, intruder).stat().st_uid == 0,
+                30,
+                "the intruder's job dir handed back",
+            )
+            # The API dies hard; the victim's cluster (a session of its own) carries on.
+            os.killpg(served.proc.pid, signal.SIGKILL)
+            served.proc.wait(30)
+        assert processes_of(uids[victim_user]), "the victim's cluster went with the API"
+        with rollout_serve(data_dir, env=env, python=shared_python, port=port) as served:
+            api = Api(served.url)
+            assert api.get(victim)["status"] == "running"
+            before = api.steps(victim)
+            wait_for(lambda: api.steps(victim) > before, 120, "the adopted victim to report")
+            assert api.http.post(f"/experiments/{victim}/stop").status_code == 200
+            stopped = api.wait(victim, FINISHED, 180)
+            assert stopped["status"] == "stopped", stopped
+            wait_for(lambda: not processes_of(uids[victim_user]), 60, "the victim's processes")
+        assert not list(job_clusters_dir(data_dir).glob("*.json"))
+        for uid in uids.values():
+            assert not processes_of(uid)
+    finally:
+        for uid in uids.values():  # a failed test must not leave jobs running
+            for pid in processes_of(uid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        time.sleep(0.5)
+        shutil.rmtree(data_dir, ignore_errors=True)
