@@ -21,7 +21,7 @@ import shutil
 import tarfile
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import torch
@@ -216,6 +216,19 @@ class _CheckpointDir:
         self._cleanup()
 
 
+# tarfile's extraction filters came with Python 3.11.4 (Debian 12's python3.11 is 3.11.2).
+HAS_EXTRACTION_FILTERS = hasattr(tarfile, "data_filter")
+
+
+def _plain_member(member: tarfile.TarInfo, archive: Path) -> tarfile.TarInfo:
+    """Where tarfile has no "data" filter: a checkpoint holds plain files and folders under
+    its root, nothing else (no links, devices, absolute paths or `..`)."""
+    parts = PurePosixPath(member.name).parts
+    if not (member.isfile() or member.isdir()) or not parts or parts[0] == "/" or ".." in parts:
+        raise ValueError(f"{archive}: refusing a checkpoint archive member {member.name!r}")
+    return member
+
+
 def _extract_bounded(archive: Path, dest: Path) -> None:
     """Extract `archive` into `dest` member by member (tarfile's "data" filter: no links out,
     no absolute paths, no devices), refusing it once it holds too many members or bytes."""
@@ -228,4 +241,7 @@ def _extract_bounded(archive: Path, dest: Path) -> None:
                     f"{archive}: refusing a checkpoint archive of more than "
                     f"{MAX_ARCHIVE_MEMBERS} files or {MAX_EXTRACTED_BYTES} bytes unpacked"
                 )
-            tar.extract(member, dest, filter="data")
+            if HAS_EXTRACTION_FILTERS:
+                tar.extract(member, dest, filter="data")
+            else:
+                tar.extract(_plain_member(member, archive), dest, set_attrs=False)

@@ -259,6 +259,27 @@ def test_jobs_on_their_own_clusters_cannot_touch_each_other_and_survive_an_api_r
             stopped = api.wait(victim, FINISHED, 180)
             assert stopped["status"] == "stopped", stopped
             wait_for(lambda: not processes_of(uids[victim_user]), 60, "the victim's processes")
+            # An evaluation is a job like any other: a cluster of its own, then gone.
+            created = api.http.post(
+                f"/experiments/{victim}/evaluations",
+                json={"checkpoint": "latest", "episodes": 2, "record_video": False},
+            )
+            assert created.status_code == 201, created.text
+            evaluation = created.json()["id"]
+            found: dict[str, Any] = {}
+
+            def evaluated() -> bool:
+                found.update(api.http.get(f"/evaluations/{evaluation}").json())
+                return found["status"] in ("succeeded", "failed")
+
+            wait_for(evaluated, 180, "the evaluation", lambda: found)
+            assert found["status"] == "succeeded", (found["error"], found["log_tail"])
+            assert found["episodes_done"] == 2 and found["return_mean"] is not None
+            wait_for(
+                lambda: not any(processes_of(uid) for uid in uids.values()),
+                60,
+                "the evaluation's processes",
+            )
         assert not list(job_clusters_dir(data_dir).glob("*.json"))
         for uid in uids.values():
             assert not processes_of(uid)

@@ -8,6 +8,7 @@ import shutil
 import tarfile
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -230,3 +231,42 @@ def test_a_replacing_save_never_leaves_the_target_incomplete(
     assert seen and seen[-1] == 7
     assert read_meta(target)["iteration"] == 7
     assert [p.name for p in target.parent.iterdir()] == ["checkpoint_000002"]
+
+
+@pytest.mark.parametrize("filters", [True, False], ids=["tarfile-filters", "python-3.11.2"])
+def test_archives_with_links_or_paths_out_are_refused(
+    trained: tuple[PPO, Path],
+    tmp_path: Path,
+    private_tmp: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    filters: bool,
+) -> None:
+    """With tarfile's "data" filter (Python >= 3.11.4) and without it (the checks made in its
+    place): a checkpoint loads, an archive reaching out of its folder does not."""
+    monkeypatch.setattr(checkpoint, "HAS_EXTRACTION_FILTERS", filters)
+    _, path = trained
+    assert load(pack(path, tmp_path / "ckpt.tar.gz"))[1]["iteration"] == 2
+    outside = tmp_path / "outside.txt"
+    link = tarfile.TarInfo("state.pt")
+    link.type, link.linkname = tarfile.SYMTYPE, str(outside)
+    for name, member in (
+        ("up", _member("../outside.txt")),
+        ("absolute", _member(str(outside))),
+        ("link", link),
+    ):
+        archive = tmp_path / f"{name}.tar.gz"
+        with tarfile.open(archive, "w:gz") as tar:
+            tar.addfile(member, io.BytesIO(b"x") if member.isfile() else None)
+        refused: Any = tarfile.FilterError if filters else ValueError
+        if filters and name == "absolute":
+            refused = FileNotFoundError  # the filter strips the leading "/": kept inside
+        with pytest.raises(refused):
+            load(archive)
+        assert not outside.exists()
+    assert list(private_tmp.iterdir()) == []
+
+
+def _member(name: str) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.size = 1
+    return info
