@@ -1,13 +1,15 @@
 """A hostile user env module: `tests.service.job_intruder:JobIntruder-v0`, env_config
-{"data_dir": DIR, "service_pid": PID, "victim": {...}} where the victim is another running
-job as the service recorded its cluster (app/jobs/job_clusters.py `ClusterRecord`) plus its
-driver's pid.
+{"data_dir": DIR, "service_pid": PID, "starter_pid": PID, "victim": {...}} where the victim
+is another running job as the service recorded its cluster (app/jobs/job_clusters.py
+`ClusterRecord`) plus its driver's pid.
 
 Built inside a job, it tries what one job must not do to another when every job runs on a Ray
 cluster of its own as a jobs user of its own (ROLLOUT_JOBS_USERS): stop the victim through its
-cluster's Jobs API, read its cluster's token, read its driver's memory and environment, read
+cluster's Jobs API or by joining its cluster (as a Ray driver, with its own token) and killing
+its job supervisor, read its cluster's token, read its driver's memory and environment, read
 or write its job dir and Ray temp dir; and what no job may do to the service: read or write
-the database, list the data dir, read the service's environment. It writes what happened to
+the database, list the data dir, read the environment of the service or of the process that
+started it. It writes what happened to
 `$ROLLOUT_JOB_DIR/intruder-<pid>.json` (its own job dir) for the test.
 """
 
@@ -15,6 +17,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +28,7 @@ import httpx
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
 ENV_ID = "JobIntruder-v0"
+_TRIED = False
 
 
 def _try(action: Any) -> str:
@@ -33,6 +39,31 @@ def _try(action: Any) -> str:
     except OSError as exc:
         return f"error: {exc.strerror}"
     return "done"
+
+
+# Joining the victim's cluster as a driver (its own token in hand: RAY_AUTH_TOKEN_PATH of the
+# intruder's job) and killing the victim's job supervisor, Ray's own way.
+_JOIN_AND_KILL = """
+import sys, ray
+ray.init(address=sys.argv[1], log_to_driver=False)
+name, namespace = "_ray_internal_job_actor_" + sys.argv[2], "SUPERVISOR_ACTOR_RAY_NAMESPACE"
+actor = ray.get_actor(name, namespace=namespace)
+ray.kill(actor)
+print("KILLED")
+"""
+
+
+def _join_and_kill(victim: dict[str, Any]) -> str:
+    argv = [sys.executable, "-c", _JOIN_AND_KILL, victim["gcs_address"], victim["submission_id"]]
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True
+    )
+    try:
+        out, _ = proc.communicate(timeout=20)  # 2 s on a shared cluster
+    except subprocess.TimeoutExpired:  # a refused driver retries for a minute: not connected
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+    return "done" if "KILLED" in out else "denied"
 
 
 def _stop_through_jobs_api(victim: dict[str, Any]) -> str:
@@ -48,15 +79,25 @@ def _stop_through_jobs_api(victim: dict[str, Any]) -> str:
 
 class JobIntruder(CartPoleEnv):
     def __init__(
-        self, data_dir: str, service_pid: int, victim: dict[str, Any], **kwargs: Any
+        self,
+        data_dir: str,
+        service_pid: int,
+        starter_pid: int,
+        victim: dict[str, Any],
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        global _TRIED
+        if _TRIED:  # a vector env builds several: the tries run once per process
+            return
+        _TRIED = True
         data = Path(data_dir)
         database = data / "rollout.db"
         victim_dir, victim_temp = Path(victim["job_dir"]), Path(victim["temp_dir"])
         driver = victim["driver_pid"]
         outcome = {
             "uid": os.getuid(),
+            "join victim's cluster and kill its job": _join_and_kill(victim),
             "stop victim through its Jobs API": _stop_through_jobs_api(victim),
             "read victim's cluster token": _try(lambda: (victim_temp / "auth_token").read_bytes()),
             "list victim's Ray temp dir": _try(lambda: list(victim_temp.iterdir())),
@@ -72,6 +113,9 @@ class JobIntruder(CartPoleEnv):
             "write database": _try(lambda: database.open("r+b").close()),
             "list data dir": _try(lambda: list(data.iterdir())),
             "read service environ": _try(lambda: Path(f"/proc/{service_pid}/environ").read_bytes()),
+            "read the environ of the service's starter": _try(
+                lambda: Path(f"/proc/{starter_pid}/environ").read_bytes()
+            ),
         }
         job_dir = Path(os.environ["ROLLOUT_JOB_DIR"])
         job_dir.mkdir(parents=True, exist_ok=True)

@@ -211,7 +211,9 @@ def test_jobs_on_their_own_clusters_cannot_touch_each_other_and_survive_an_api_r
                 {
                     "data_dir": str(data_dir),
                     "service_pid": served.proc.pid,
+                    "starter_pid": os.getpid(),  # this test started it, with the token
                     "victim": {
+                        "gcs_address": record["address"],
                         "submission_id": victim_job,
                         "dashboard_url": record["dashboard_url"],
                         "temp_dir": record["temp_dir"],
