@@ -110,7 +110,9 @@ def uid_of(user: str) -> tuple[int, int]:
 
 
 def processes_of(uid: int) -> dict[int, int]:
-    """pid -> start time of every process whose real uid is `uid` (Linux /proc)."""
+    """pid -> start time of every live process whose real uid is `uid` (Linux /proc). Zombies
+    are left out: they hold nothing and run nothing, and whether they are reaped is up to
+    their parent (pid 1 in a container without an init)."""
     found: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -121,8 +123,9 @@ def processes_of(uid: int) -> dict[int, int]:
         except OSError:
             continue
         uids = next((line.split()[1:] for line in status.splitlines() if line[:4] == "Uid:"), [])
-        if uids and int(uids[0]) == uid:
-            found[int(entry.name)] = int(stat[stat.rindex(")") + 2 :].split()[19])
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if uids and int(uids[0]) == uid and fields[0] != "Z":
+            found[int(entry.name)] = int(fields[19])
     return found
 
 
@@ -367,14 +370,19 @@ class JobClustersLauncher(RayJobLauncher):
 
     async def _end(self, cluster: JobCluster, job: RayJob) -> RayJob:
         """The job is over: keep its final state and log tail, then release its cluster (in
-        the background: stopping a head takes seconds)."""
-        tail = ""
-        if cluster.client is not None:
-            tail = await self._tail(cluster.client, cluster.submission_id)
-        self._ended[cluster.submission_id] = (job, tail)
+        the background: stopping a head takes seconds). Once: a second caller (the watch and
+        the reconciler ask at the same time) gets what the first recorded."""
+        submission_id = cluster.submission_id
+        if self._clusters.get(submission_id) is not cluster:
+            ended = self._ended.get(submission_id)
+            return ended[0] if ended is not None else job
+        del self._clusters[submission_id]
+        self._ended[submission_id] = (job, "")
         while len(self._ended) > ENDED_KEPT:
             self._ended.pop(next(iter(self._ended)))
-        self._clusters.pop(cluster.submission_id, None)
+        if cluster.client is not None:
+            tail = await self._tail(cluster.client, submission_id)
+            self._ended[submission_id] = (job, tail)
         task = asyncio.create_task(asyncio.to_thread(self._release_now, cluster))
         self._releasing.add(task)
         task.add_done_callback(self._releasing.discard)

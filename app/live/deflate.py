@@ -47,7 +47,10 @@ from websockets.server import ServerProtocol
 
 if TYPE_CHECKING:
     from uvicorn._types import ASGISendEvent
+    from websockets.http11 import Request
 
+# The ASGI scope extension under which a websocket offers `send_now`.
+SEND_NOW_EXTENSION = "rollout.send_now"
 # Only the tiniest messages compress better with the connection's history than they cost a
 # crowd: a live row, a log line or a status is compressed and framed once for everyone
 # (larger on the wire without history; cheaper for the service by far).
@@ -237,6 +240,32 @@ class SharedDeflateWebSocketProtocol(WebSocketsSansIOProtocol):
             logger=logging.getLogger("uvicorn.error"),
         )
         self.frames = FRAMES
+
+    def handle_connect(self, event: Request) -> None:
+        """uvicorn's handshake; the app finds `send_now` in the scope's extensions."""
+        super().handle_connect(event)
+        scope = getattr(self, "scope", None)
+        if scope is not None:
+            scope["extensions"][SEND_NOW_EXTENSION] = {"send_now": self.send_now}
+
+    def send_now(self, text: str) -> bool:
+        """Write `text` to the socket at once, if it goes as a shared frame and the connection
+        is open and not pushing back; False when it must take the awaited way (`send`).
+
+        The live hub hands a published message to each viewer this way (app/live/hub.py), in
+        the same turn of the event loop: no task wakes up per viewer, no ASGI layers."""
+        if (
+            self.disconnected
+            or not self.writable.is_set()
+            or len(text) < SHARE_MIN_BYTES
+            or not self._open_for_data()
+        ):
+            return False
+        frame = self.frames.frame(text, self.conn.extensions)
+        if frame is None:
+            return False
+        self.transport.write(frame)
+        return True
 
     async def send(self, message: ASGISendEvent) -> None:
         """A large text goes out as the crowd's shared frame (`SharedFrames`); everything

@@ -19,7 +19,7 @@ import contextlib
 import json
 import threading
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -48,13 +48,30 @@ class Published:
 
 
 class Subscription:
+    """A subscriber's queue, and optionally its direct way out.
+
+    `direct` (set by a websocket once its backlog is sent) writes a message at once and says
+    whether it did: a crowd's viewers are then served in the publishing turn of the event loop,
+    with no task woken per viewer. A message goes direct only while nothing is queued or being
+    sent (`sending`), so the subscriber still receives everything in order.
+    """
+
     def __init__(self, max_queue: int) -> None:
         self._queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=max_queue + 1)
         self._max = max_queue
         self.lagged = False
+        self.direct: Callable[[Published], bool] | None = None
+        self.sending = False  # the subscriber's own task is sending a queued message
 
     def _offer(self, message: Published) -> None:
         if self.lagged:
+            return
+        if (
+            self.direct is not None
+            and not self.sending
+            and self._queue.empty()
+            and self.direct(message)
+        ):
             return
         if self._queue.qsize() >= self._max:
             self._lag()

@@ -17,6 +17,7 @@ from app.core.params import MAX_INT64, MIN_INT64, ExperimentId
 from app.experiments import service as experiments
 from app.experiments.progress import to_public
 from app.live.backlog import Backlog, SharedBacklogs, encode
+from app.live.deflate import SEND_NOW_EXTENSION
 from app.live.hub import Lagged, LiveHub, Published, Subscription
 from app.live.messages import LogMessage, StatusMessage
 from app.live.topics import ALL_EXPERIMENTS, columnar, experiment_topic, metrics_message
@@ -109,13 +110,29 @@ def _drop_seen_steps(live: Published, last_step: int) -> Published | None:
 
 
 async def _pump(websocket: WebSocket, subscription: Subscription, last_step: int) -> None:
-    """Forward live messages until the client leaves; close with 1013 when it lags."""
+    """Forward live messages until the client leaves; close with 1013 when it lags.
+
+    Where the server offers it (app/live/deflate.py `send_now`), a message is written as it is
+    published; this task sends what had to wait (a small message, a socket pushing back)."""
 
     async def forward() -> None:
         while True:
             message = _drop_seen_steps(await subscription.get(), last_step)
             if message is not None:
-                await websocket.send_text(message.text)
+                subscription.sending = True
+                try:
+                    await websocket.send_text(message.text)
+                finally:
+                    subscription.sending = False
+
+    send_now = websocket.scope.get("extensions", {}).get(SEND_NOW_EXTENSION, {}).get("send_now")
+    if send_now is not None:
+
+        def direct(published: Published) -> bool:
+            message = _drop_seen_steps(published, last_step)
+            return True if message is None else bool(send_now(message.text))
+
+        subscription.direct = direct
 
     async def watch_disconnect() -> None:
         while True:
@@ -132,6 +149,7 @@ async def _pump(websocket: WebSocket, subscription: Subscription, last_step: int
             elif exc is not None and not isinstance(exc, WebSocketDisconnect):
                 raise exc
     finally:
+        subscription.direct = None
         for task in tasks:
             task.cancel()
         for task in tasks:

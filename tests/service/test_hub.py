@@ -70,3 +70,46 @@ def test_a_message_is_encoded_once_for_all_its_subscribers():
             assert a.text is b.text
 
     asyncio.run(scenario())
+
+
+def test_a_direct_subscriber_gets_everything_in_order_when_it_must_wait():
+    """Messages go out at once through `direct` while nothing waits; a refused one (a socket
+    pushing back) and everything after it are queued until the subscriber's task has sent
+    them, so the order holds whichever way each message went."""
+
+    async def scenario() -> tuple[list[int], list[int]]:
+        hub = LiveHub()
+        await hub.start()
+        wire: list[int] = []
+        went_direct: list[int] = []
+        open_ = {"now": True}
+
+        def direct(message) -> bool:  # type: ignore[no-untyped-def]
+            if not open_["now"]:
+                return False
+            wire.append(message.data["i"])
+            went_direct.append(message.data["i"])
+            return True
+
+        async with hub.subscribe("t") as sub:
+            sub.direct = direct
+            for i in range(3):
+                hub.publish("t", {"i": i})  # direct
+            open_["now"] = False
+            hub.publish("t", {"i": 3})  # refused: queued
+            open_["now"] = True
+            hub.publish("t", {"i": 4})  # something is queued: queued too
+            assert sub._queue.qsize() == 2
+            queued = await sub.get()
+            sub.sending = True  # the subscriber's task sends it meanwhile
+            hub.publish("t", {"i": 5})  # must not overtake it
+            wire.append(queued.data["i"])
+            sub.sending = False
+            while not sub._queue.empty():
+                wire.append((await sub.get()).data["i"])
+            hub.publish("t", {"i": 6})  # nothing waits: direct again
+        return wire, went_direct
+
+    wire, went_direct = asyncio.run(scenario())
+    assert wire == list(range(7))
+    assert went_direct == [0, 1, 2, 6]

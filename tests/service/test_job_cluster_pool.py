@@ -91,3 +91,38 @@ def test_processes_of_a_user_are_found_by_real_uid() -> None:
     mine = processes_of(os.getuid())
     assert os.getpid() in mine
     assert not processes_of(2**31 - 7)  # no such uid
+
+
+def test_a_job_ends_once_whoever_asks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launcher's watch and the reconciler may see the same job end at the same time: its
+    cluster is released once, and both (and every later caller) get its final state and log
+    tail, not a missing job."""
+    import time
+
+    from app.jobs.launcher import RayJob
+
+    class Client:
+        def get_job_logs(self, submission_id: str) -> str:
+            time.sleep(0.2)  # the second caller arrives meanwhile
+            return "line 1\nline 2"
+
+    released: list[str] = []
+
+    async def main() -> None:
+        launcher = JobClustersLauncher(tmp_path, ["nobody"], stop_grace_s=5, total_cpus=2)
+        monkeypatch.setattr(launcher, "_release_now", lambda c: released.append(c.submission_id))
+        cluster = _cluster("s1", "nobody", 1.0, tmp_path)
+        cluster.client = Client()  # type: ignore[assignment]
+        launcher._clusters["s1"] = cluster
+        done = RayJob(RayJobState.SUCCEEDED, "ok")
+        first, second = await asyncio.gather(
+            launcher._end(cluster, done), launcher._end(cluster, done)
+        )
+        assert first == second == done
+        await asyncio.gather(*launcher._releasing)
+        assert released == ["s1"]
+        assert (await launcher.job("s1")) == done
+        assert await launcher.log_tail("s1") == "line 1\nline 2"
+        assert launcher.free_users() == ["nobody"]
+
+    asyncio.run(main())
