@@ -175,6 +175,7 @@ class JobClustersLauncher(RayJobLauncher):
         self._clusters: dict[str, JobCluster] = {}
         self._ended: dict[str, tuple[RayJob, str]] = {}
         self._releasing: set[asyncio.Task[None]] = set()
+        self._draining: set[str] = set()  # users whose ended job's cluster is being released
         self._connected = False
         self._watch: asyncio.Task[None] | None = None
 
@@ -248,7 +249,7 @@ class JobClustersLauncher(RayJobLauncher):
 
     # --- jobs ---------------------------------------------------------------------------------
     def free_users(self) -> list[str]:
-        busy = {c.user for c in self._clusters.values()}
+        busy = {c.user for c in self._clusters.values()} | self._draining
         return [u for u in self.users if u not in busy]
 
     async def submit(self, submission_id: str, request: JobRequest) -> str:
@@ -383,9 +384,12 @@ class JobClustersLauncher(RayJobLauncher):
         if cluster.client is not None:
             tail = await self._tail(cluster.client, submission_id)
             self._ended[submission_id] = (job, tail)
+        # Its user serves no other job before every process of it is gone.
+        self._draining.add(cluster.user)
         task = asyncio.create_task(asyncio.to_thread(self._release_now, cluster))
         self._releasing.add(task)
         task.add_done_callback(self._releasing.discard)
+        task.add_done_callback(lambda _: self._draining.discard(cluster.user))
         return job
 
     def _release_now(self, cluster: JobCluster) -> None:

@@ -119,6 +119,7 @@ def test_a_job_ends_once_whoever_asks(tmp_path: Path, monkeypatch: pytest.Monkey
             launcher._end(cluster, done), launcher._end(cluster, done)
         )
         assert first == second == done
+        assert launcher.free_users() == []  # not before its processes are gone
         await asyncio.gather(*launcher._releasing)
         assert released == ["s1"]
         assert (await launcher.job("s1")) == done

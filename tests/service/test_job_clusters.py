@@ -8,9 +8,8 @@ all of it is refused, the victim trains on, survives a SIGKILL of the API (its c
 adopted by the next `rollout serve`) and stops when asked. When the jobs end their clusters
 go, with every process of their users, and their job dirs are the service's again.
 
-The jobs users need an interpreter they may run: a virtualenv under /root (mode 0700) is not
-one, so the service runs here from a virtualenv made from the system's Python 3.11 that reuses
-this one's packages. The users are made for the test (`useradd`) and removed after it.
+The users are made for the test and removed after it; the service runs from an interpreter
+they may run (tests/other_users.py).
 """
 
 from __future__ import annotations
@@ -19,102 +18,47 @@ import contextlib
 import json
 import os
 import pwd
-import secrets
 import shutil
 import signal
-import subprocess
-import sys
-import sysconfig
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from app.core.layout import experiment_job_dir, job_clusters_dir
 from app.jobs.job_clusters import processes_of
 from app.jobs.ray_head import free_ports
+from tests import other_users
 from tests.conftest import SERVICE_SECRETS
-from tests.serve_process import ROOT, rollout_serve
+from tests.other_users import ServedApi, fresh_users, why_not_other_users
+from tests.serve_process import rollout_serve
 from tests.service import job_intruder
 from tests.service.test_e2e_jobs import wait_for
 
-SYSTEM_PYTHON = Path("/usr/bin/python3.11")
 API_TOKEN = SERVICE_SECRETS["ROLLOUT_API_TOKEN"]
 FINISHED = {"succeeded", "failed", "stopped"}
 
-
-def _can_switch_users() -> str | None:
-    if not sys.platform.startswith("linux") or os.geteuid() != 0:
-        return "switching users needs root on Linux"
-    if not SYSTEM_PYTHON.exists() or shutil.which("useradd") is None:
-        return "needs the system's python3.11 and useradd"
-    return None
-
-
 pytestmark = [
     pytest.mark.ray,
-    pytest.mark.skipif(_can_switch_users() is not None, reason=str(_can_switch_users())),
+    pytest.mark.skipif(why_not_other_users() is not None, reason=str(why_not_other_users())),
 ]
 
 
 @pytest.fixture(scope="module")
 def pool_users() -> Iterator[list[str]]:
-    """Two fresh system users, removed (after their last process) at the end."""
-    stem = f"rt{secrets.token_hex(3)}"
-    users = [f"{stem}-a", f"{stem}-b"]
-    for user in users:
-        subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", user],
-            check=True,
-            capture_output=True,
-        )
-    try:
+    with fresh_users(2) as users:
         yield users
-    finally:
-        for user in users:
-            subprocess.run(["userdel", user], check=False, capture_output=True)
 
 
 @pytest.fixture(scope="module")
 def shared_python(pool_users: list[str]) -> Iterator[str]:
-    """An interpreter every user may run, with this environment's packages and the project."""
-    venv = Path(tempfile.mkdtemp(prefix="rollout-sysvenv-", dir="/tmp"))
-    try:
-        subprocess.run(
-            [str(SYSTEM_PYTHON), "-m", "venv", "--without-pip", str(venv)],
-            check=True,
-            capture_output=True,
-        )
-        site = venv / "lib" / "python3.11" / "site-packages"
-        (site / "rollout.pth").write_text(f"{sysconfig.get_paths()['purelib']}\n{ROOT}\n")
-        python = venv / "bin" / "python"
-        ray = venv / "bin" / "ray"
-        ray.write_text(
-            f"#!{python}\nimport sys\nfrom ray.scripts.scripts import main\nsys.exit(main())\n"
-        )
-        ray.chmod(0o755)
-        subprocess.run(["chmod", "-R", "a+rX", str(venv)], check=True)
-        entry = pwd.getpwnam(pool_users[0])
-        probe = subprocess.run(
-            [str(python), "-c", "import ray, torch, trainer.job"],
-            user=entry.pw_uid,
-            group=entry.pw_gid,
-            extra_groups=[],
-            env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"},
-            cwd="/",
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if probe.returncode != 0:
-            pytest.skip(f"a jobs user cannot import the project: {probe.stderr[-300:]}")
-        yield str(python)
-    finally:
-        shutil.rmtree(venv, ignore_errors=True)
+    with other_users.shared_python(pool_users[0]) as python:
+        if python is None:
+            pytest.skip("a jobs user cannot import the project")
+        yield python
 
 
 def _config(env_id: str, env_config: dict[str, Any], env_steps: int) -> dict[str, Any]:
@@ -129,38 +73,6 @@ def _config(env_id: str, env_config: dict[str, Any], env_steps: int) -> dict[str
         "stop": {"env_steps": env_steps},
         "checkpoint_every": 0,
     }
-
-
-class Api:
-    def __init__(self, url: str) -> None:
-        self.http = httpx.Client(
-            base_url=f"{url}/api/v1",
-            timeout=30,
-            headers={"Authorization": f"Bearer {API_TOKEN}"},
-        )
-
-    def submit(self, config: dict[str, Any], name: str) -> int:
-        response = self.http.post("/experiments", json={"name": name, "config": config})
-        assert response.status_code == 201, response.text
-        return int(response.json()["id"])
-
-    def get(self, exp_id: int) -> dict[str, Any]:
-        response = self.http.get(f"/experiments/{exp_id}")
-        response.raise_for_status()
-        return dict(response.json())
-
-    def wait(self, exp_id: int, statuses: set[str], timeout_s: float) -> dict[str, Any]:
-        found: dict[str, Any] = {}
-
-        def reached() -> bool:
-            found.update(self.get(exp_id))
-            return found["status"] in statuses
-
-        wait_for(reached, timeout_s, f"experiment {exp_id} in {statuses}", lambda: found)
-        return found
-
-    def steps(self, exp_id: int) -> int:
-        return int(self.get(exp_id).get("env_steps") or 0)
 
 
 def _record(data_dir: Path, submission_id: str) -> dict[str, Any]:
@@ -196,7 +108,7 @@ def test_jobs_on_their_own_clusters_cannot_touch_each_other_and_survive_an_api_r
     try:
         # The same port both times: a running job keeps calling the URL it was started with.
         with rollout_serve(data_dir, env=env, python=shared_python, port=port) as served:
-            api = Api(served.url)
+            api = ServedApi(served.url, API_TOKEN)
             victim = api.submit(_config("CartPole-v1", {}, 50_000_000), "victim")
             running = api.wait(victim, {"running"} | FINISHED, 180)
             assert running["status"] == "running", running
@@ -253,7 +165,7 @@ def test_jobs_on_their_own_clusters_cannot_touch_each_other_and_survive_an_api_r
             served.proc.wait(30)
         assert processes_of(uids[victim_user]), "the victim's cluster went with the API"
         with rollout_serve(data_dir, env=env, python=shared_python, port=port) as served:
-            api = Api(served.url)
+            api = ServedApi(served.url, API_TOKEN)
             assert api.get(victim)["status"] == "running"
             before = api.steps(victim)
             wait_for(lambda: api.steps(victim) > before, 120, "the adopted victim to report")

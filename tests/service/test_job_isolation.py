@@ -12,7 +12,6 @@ import pwd
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +27,10 @@ from app.core.db import make_engine, make_sessionmaker
 from app.core.layout import experiment_job_dir
 from app.experiments.models import Experiment
 from app.jobs.ray_head import LocalRayHead, cluster_environ
+from tests import other_users
 from tests.conftest import SERVICE_SECRETS
+from tests.other_users import ServedApi, fresh_users, why_not_other_users
+from tests.serve_process import rollout_serve
 from tests.service import env_spy, job_snoop, job_trespass
 from tests.service.test_e2e_jobs import LiveService, driver_pid, make_settings, wait_for
 from tests.service.test_job_faults import _job_processes
@@ -314,67 +316,62 @@ def test_with_a_jobs_user_the_data_dir_holds_nothing_for_it_but_its_job_dirs(
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def _jobs_user_can_run_this_python() -> bool:
-    if os.geteuid() != 0:
-        return False
-    try:
-        return _as_nobody([sys.executable, "-c", "import ray, trainer"]).returncode == 0
-    except OSError:
-        return False
+@pytest.fixture
+def jobs_user_and_python() -> Iterator[tuple[str, str]]:
+    """A fresh jobs user and an interpreter it may run (tests/other_users.py)."""
+    why_not = why_not_other_users()
+    if why_not is not None:
+        pytest.skip(why_not)
+    with fresh_users(1) as (user,), other_users.shared_python(user) as python:
+        if python is None:
+            pytest.skip("the jobs user cannot import the project")
+        yield user, python
 
 
-@pytest.mark.skipif(
-    not _jobs_user_can_run_this_python(),
-    reason="the jobs user (nobody) cannot run this interpreter (e.g. one under /root, 0700)",
-)
 def test_jobs_run_as_the_jobs_user_and_cannot_reach_the_data_or_the_service(
-    monkeypatch: pytest.MonkeyPatch,
+    jobs_user_and_python: tuple[str, str],
 ) -> None:
-    """ROLLOUT_JOBS_USER=nobody: the service's own local head (and so every job) runs as
-    `nobody`; a hostile env module in the driver and in an EnvRunner can neither read nor
+    """ROLLOUT_JOBS_USER: `rollout serve` as root, its local head (and so every job) as the
+    jobs user; a hostile env module in the driver and in an EnvRunner can neither read nor
     write the database, list the data dir or the checkpoints, nor read the service's
     environment, while its run trains, reports and is salvageable as usual."""
-    for key, value in SERVICE_SECRETS.items():
-        monkeypatch.setenv(key, value)
-    # The head as another user runs in its temp dir: the hostile module is found by path.
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
+    user, python = jobs_user_and_python
     # Below /tmp (traversable), not pytest's 0700 tmp dir: the jobs user reaches its job dirs.
     data_dir = Path(tempfile.mkdtemp(prefix="rollout-jobs-user-", dir="/tmp"))
-    live = LiveService(
-        make_settings(data_dir, None).model_copy(  # type: ignore[arg-type]
-            update={"jobs_user": "nobody", "ray_warmup": False, "api_token": SecretStr(API_TOKEN)}
-        )
-    )
-    live.http.headers["Authorization"] = f"Bearer {API_TOKEN}"
-    live.start()
-    ids: list[int] = []
+    env = {
+        "ROLLOUT_JOBS_USER": user,
+        "ROLLOUT_JOBS_USERS": None,
+        "ROLLOUT_API_TOKEN": API_TOKEN,  # in the service's environment: no job may read it
+        "ROLLOUT_DATABASE_URL": None,
+        "ROLLOUT_RAY_WARMUP": "false",
+        "ROLLOUT_RAY_ADDRESS": None,
+        "RAY_ADDRESS": None,
+    }
     try:
-        for runners in (0, 1):  # the env is built in the driver, then in an EnvRunner
-            config = {
-                **spy_config(data_dir / f"unused-{runners}", runners),
-                "env_id": f"tests.service.job_trespass:{job_trespass.ENV_ID}",
-                "env_config": {"data_dir": str(data_dir), "service_pid": os.getpid()},
-                "stop": {"env_steps": 2048},
-            }
-            ids.append(live.submit(config, name=f"trespass {runners}"))
-        finished = [live.wait_status(i, {"succeeded", "failed", "stopped"}, 240) for i in ids]
-    finally:
-        for exp_id in ids:
-            live.http.post(f"/experiments/{exp_id}/stop")
-        live.stop()
-    try:
-        nobody = pwd.getpwnam("nobody").pw_uid
+        with rollout_serve(data_dir, env=env, python=python) as served:
+            api = ServedApi(served.url, API_TOKEN)
+            ids: list[int] = []
+            for runners in (0, 1):  # the env is built in the driver, then in an EnvRunner
+                config = {
+                    **spy_config(data_dir / f"unused-{runners}", runners),
+                    "env_id": f"tests.service.job_trespass:{job_trespass.ENV_ID}",
+                    "env_config": {"data_dir": str(data_dir), "service_pid": served.proc.pid},
+                    "stop": {"env_steps": 2048},
+                }
+                ids.append(api.submit(config, name=f"trespass {runners}"))
+            finished = [api.wait(i, {"succeeded", "failed", "stopped"}, 240) for i in ids]
+        uid = pwd.getpwnam(user).pw_uid
         assert stat.S_IMODE(data_dir.stat().st_mode) == 0o711
         for exp, exp_id in zip(finished, ids, strict=True):
             assert exp["status"] == "succeeded", (exp["events"][-1], exp["error"])
             job_dir = experiment_job_dir(data_dir, exp_id)
-            assert job_dir.stat().st_uid == nobody  # the job wrote its own dir
+            assert job_dir.stat().st_uid == uid  # the job wrote its own dir
             records = list(job_dir.glob("trespass-*.json"))  # each process that built it
             assert records, f"experiment {exp_id} never built its env"
             for record in records:
                 outcome = json.loads(record.read_text())
                 assert outcome == {
-                    "uid": nobody,
+                    "uid": uid,
                     "read database": "denied",
                     "write database": "denied",
                     "list data dir": "denied",
