@@ -164,13 +164,11 @@ class JobClustersLauncher(RayJobLauncher):
         users: list[str],
         *,
         stop_grace_s: float,
-        niceness: int = 0,
         total_cpus: float | None = None,
     ) -> None:
         super().__init__("one local Ray cluster per job", stop_grace_s=stop_grace_s)
         self.data_dir = data_dir
         self.users = list(users)
-        self.niceness = niceness
         self.total_cpus = float(total_cpus or os.cpu_count() or 1)
         self._clusters: dict[str, JobCluster] = {}
         self._ended: dict[str, tuple[RayJob, str]] = {}

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from app.core.layout import experiment_job_dir, job_clusters_dir
@@ -115,6 +116,12 @@ def test_jobs_on_their_own_clusters_cannot_touch_each_other_and_survive_an_api_r
             victim_job = running["ray_job_id"]
             wait_for(lambda: api.steps(victim) > 0, 180, "the victim's first metrics")
             record = _record(data_dir, victim_job)
+            # The machine's CPUs, the victim's among them; Ray is there (its own cluster).
+            cluster = api.http.get("/cluster").json()
+            assert cluster["reachable"] is True and cluster["local_head"] is False
+            assert cluster["resources"]["CPU"]["total"] == os.cpu_count()
+            assert [r["experiment_id"] for r in cluster["running"]] == [victim]
+            assert httpx.get(f"{served.url}/health").json()["ray"] is True
             victim_user = record["user"]
             driver = _driver_pid(victim_user)
             assert driver is not None
