@@ -36,7 +36,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.core import layout
 from app.jobs import head_state
@@ -62,6 +62,8 @@ START_TIMEOUT_S = 120.0
 ADOPT_TIMEOUT_S = 15.0
 # Ended jobs' final state and log tail, kept for the reconciler after their cluster is gone.
 ENDED_KEPT = 1000
+# How often a job is offered again to a fresh head whose job agent is not up yet.
+SUBMIT_RETRY_S = 1.0
 # How often the launcher looks at its clusters' jobs itself: a run that reports its own end
 # is no longer asked about by the reconciler, and its cluster must go all the same.
 WATCH_EVERY_S = 2.0
@@ -298,13 +300,28 @@ class JobClustersLauncher(RayJobLauncher):
                 "RAY_AUTH_MODE": "token",
                 "RAY_AUTH_TOKEN_PATH": str(head.auth_token_file),
             }
-            client = cluster.client
-            await asyncio.to_thread(lambda: client.submit_job(**kwargs))
+            await self._submit_when_ready(cluster, kwargs)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             cluster.error = f"its Ray cluster did not start: {type(exc).__name__}: {exc}"
             log.warning("job %s: %s", cluster.submission_id, cluster.error)
+
+    async def _submit_when_ready(self, cluster: JobCluster, kwargs: dict[str, Any]) -> None:
+        """Submit the job; a fresh head's dashboard answers before its job agent does (Ray:
+        "No available agent to submit job, please try again later"), so that is retried
+        until the head's start timeout."""
+        client = cluster.client
+        assert client is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                await asyncio.to_thread(lambda: client.submit_job(**kwargs))
+                return
+            except RuntimeError as exc:
+                if "try again later" not in str(exc) or time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(SUBMIT_RETRY_S)
 
     def _client_for(self, cluster: JobCluster) -> JobSubmissionClient:
         from ray.job_submission import JobSubmissionClient

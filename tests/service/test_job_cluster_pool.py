@@ -127,3 +127,40 @@ def test_a_job_ends_once_whoever_asks(tmp_path: Path, monkeypatch: pytest.Monkey
         assert launcher.free_users() == ["nobody"]
 
     asyncio.run(main())
+
+
+def test_a_fresh_head_without_its_job_agent_yet_is_offered_the_job_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ray's dashboard answers before its job agent is up on a busy machine; that refusal is
+    retried, any other is final."""
+    from app.jobs import job_clusters
+
+    monkeypatch.setattr(job_clusters, "SUBMIT_RETRY_S", 0.01)
+    not_yet = (
+        "Request failed with status code 500: "
+        "No available agent to submit job, please try again later."
+    )
+
+    class Client:
+        def __init__(self, refusals: list[str]) -> None:
+            self.refusals = refusals
+            self.calls = 0
+
+        def submit_job(self, **kwargs: object) -> str:
+            self.calls += 1
+            if self.refusals:
+                raise RuntimeError(self.refusals.pop(0))
+            return str(kwargs["submission_id"])
+
+    async def main() -> None:
+        launcher = JobClustersLauncher(tmp_path, ["nobody"], stop_grace_s=5, total_cpus=2)
+        cluster = _cluster("s1", "nobody", 1.0, tmp_path)
+        cluster.client = patient = Client([not_yet, not_yet])  # type: ignore[assignment]
+        await launcher._submit_when_ready(cluster, {"submission_id": "s1"})
+        assert patient.calls == 3
+        cluster.client = Client(["Request failed with status code 400: bad entrypoint"])  # type: ignore[assignment]
+        with pytest.raises(RuntimeError, match="bad entrypoint"):
+            await launcher._submit_when_ready(cluster, {"submission_id": "s1"})
+
+    asyncio.run(main())
