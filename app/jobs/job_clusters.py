@@ -48,6 +48,7 @@ from app.jobs.launcher import (
     RayJobState,
     RayUnavailable,
     _is_not_found,
+    stop_job,
 )
 from app.jobs.ray_head import LocalRayHead, alive
 from app.jobs.resources import ClusterResources
@@ -432,15 +433,7 @@ class JobClustersLauncher(RayJobLauncher):
             return True
         if cluster.client is None:
             return False
-        client = cluster.client
-        try:
-            return await asyncio.to_thread(client.stop_job, submission_id)
-        except RuntimeError as exc:
-            if _is_not_found(exc):
-                return False
-            raise RayUnavailable(str(exc)) from exc
-        except (ConnectionError, OSError) as exc:
-            raise RayUnavailable(str(exc)) from exc
+        return await stop_job(cluster.client, submission_id)
 
     async def log_tail(self, submission_id: str, lines: int = LOG_TAIL_LINES) -> str:
         ended = self._ended.get(submission_id)

@@ -224,14 +224,7 @@ class RayJobLauncher:
 
     async def stop(self, submission_id: str) -> bool:
         """SIGTERM the job's driver (it saves a final checkpoint); False if no such job."""
-        try:
-            return await asyncio.to_thread(self.client.stop_job, submission_id)
-        except RuntimeError as exc:
-            if _is_not_found(exc):
-                return False
-            raise RayUnavailable(str(exc)) from exc
-        except (ConnectionError, OSError) as exc:
-            raise RayUnavailable(str(exc)) from exc
+        return await stop_job(self.client, submission_id)
 
     async def job(self, submission_id: str) -> RayJob:
         try:
@@ -300,6 +293,19 @@ class RayJobLauncher:
                 ok = False
         self._reachable, self._reachable_at = ok, time.monotonic()
         return ok
+
+
+async def stop_job(client: JobSubmissionClient, submission_id: str) -> bool:
+    """`client.stop_job` in a thread: False if the cluster has no such job, RayUnavailable
+    when it does not answer."""
+    try:
+        return await asyncio.to_thread(client.stop_job, submission_id)
+    except RuntimeError as exc:
+        if _is_not_found(exc):
+            return False
+        raise RayUnavailable(str(exc)) from exc
+    except (ConnectionError, OSError) as exc:
+        raise RayUnavailable(str(exc)) from exc
 
 
 def _is_not_found(exc: Exception) -> bool:

@@ -27,18 +27,10 @@ import gymnasium as gym
 import httpx
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
+from tests.service.job_trespass import attempt
+
 ENV_ID = "JobIntruder-v0"
 _TRIED = False
-
-
-def _try(action: Any) -> str:
-    try:
-        action()
-    except PermissionError:
-        return "denied"
-    except OSError as exc:
-        return f"error: {exc.strerror}"
-    return "done"
 
 
 # Joining the victim's cluster as a driver (its own token in hand: RAY_AUTH_TOKEN_PATH of the
@@ -99,21 +91,27 @@ class JobIntruder(CartPoleEnv):
             "uid": os.getuid(),
             "join victim's cluster and kill its job": _join_and_kill(victim),
             "stop victim through its Jobs API": _stop_through_jobs_api(victim),
-            "read victim's cluster token": _try(lambda: (victim_temp / "auth_token").read_bytes()),
-            "list victim's Ray temp dir": _try(lambda: list(victim_temp.iterdir())),
-            "read victim driver's memory": _try(
+            "read victim's cluster token": attempt(
+                lambda: (victim_temp / "auth_token").read_bytes()
+            ),
+            "list victim's Ray temp dir": attempt(lambda: list(victim_temp.iterdir())),
+            "read victim driver's memory": attempt(
                 lambda: Path(f"/proc/{driver}/mem").open("rb").close()
             ),
-            "read victim driver's environ": _try(
+            "read victim driver's environ": attempt(
                 lambda: Path(f"/proc/{driver}/environ").read_bytes()
             ),
-            "list victim's job dir": _try(lambda: list(victim_dir.iterdir())),
-            "write victim's job dir": _try(lambda: (victim_dir / "planted.json").write_text("{}")),
-            "read database": _try(lambda: database.read_bytes()),
-            "write database": _try(lambda: database.open("r+b").close()),
-            "list data dir": _try(lambda: list(data.iterdir())),
-            "read service environ": _try(lambda: Path(f"/proc/{service_pid}/environ").read_bytes()),
-            "read the environ of the service's starter": _try(
+            "list victim's job dir": attempt(lambda: list(victim_dir.iterdir())),
+            "write victim's job dir": attempt(
+                lambda: (victim_dir / "planted.json").write_text("{}")
+            ),
+            "read database": attempt(lambda: database.read_bytes()),
+            "write database": attempt(lambda: database.open("r+b").close()),
+            "list data dir": attempt(lambda: list(data.iterdir())),
+            "read service environ": attempt(
+                lambda: Path(f"/proc/{service_pid}/environ").read_bytes()
+            ),
+            "read the environ of the service's starter": attempt(
                 lambda: Path(f"/proc/{starter_pid}/environ").read_bytes()
             ),
         }

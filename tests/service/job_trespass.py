@@ -20,7 +20,8 @@ from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 ENV_ID = "JobTrespass-v0"
 
 
-def _try(action: Any) -> str:
+def attempt(action: Any) -> str:
+    """What the OS said to `action`: denied, done or its error."""
     try:
         action()
     except PermissionError:
@@ -37,11 +38,13 @@ class JobTrespass(CartPoleEnv):
         database = data / "rollout.db"
         outcome = {
             "uid": os.getuid(),
-            "read database": _try(lambda: database.read_bytes()),
-            "write database": _try(lambda: database.open("r+b").close()),
-            "list data dir": _try(lambda: list(data.iterdir())),
-            "list checkpoints": _try(lambda: list((data / "checkpoints").iterdir())),
-            "read service environ": _try(lambda: Path(f"/proc/{service_pid}/environ").read_bytes()),
+            "read database": attempt(lambda: database.read_bytes()),
+            "write database": attempt(lambda: database.open("r+b").close()),
+            "list data dir": attempt(lambda: list(data.iterdir())),
+            "list checkpoints": attempt(lambda: list((data / "checkpoints").iterdir())),
+            "read service environ": attempt(
+                lambda: Path(f"/proc/{service_pid}/environ").read_bytes()
+            ),
         }
         job_dir = Path(os.environ["ROLLOUT_JOB_DIR"])
         job_dir.mkdir(parents=True, exist_ok=True)
