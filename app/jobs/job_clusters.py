@@ -309,19 +309,27 @@ class JobClustersLauncher(RayJobLauncher):
             log.warning("job %s: %s", cluster.submission_id, cluster.error)
 
     async def _submit_when_ready(self, cluster: JobCluster, kwargs: dict[str, Any]) -> None:
-        """Submit the job; a fresh head's dashboard answers before its job agent does (Ray:
-        "No available agent to submit job, please try again later"), so that is retried
-        until the head's start timeout."""
+        """Submit the job. A fresh head's dashboard answers before its job agent does (Ray:
+        "No available agent to submit job, please try again later") and may drop a connection
+        while it settles: both are retried until the head's start timeout. A retry that finds
+        the job already there (the dropped answer was a yes) is that yes."""
         client = cluster.client
         assert client is not None
         deadline = time.monotonic() + START_TIMEOUT_S
+        retried = False
         while True:
             try:
                 await asyncio.to_thread(lambda: client.submit_job(**kwargs))
                 return
             except RuntimeError as exc:
+                if retried and "already exists" in str(exc):
+                    return
                 if "try again later" not in str(exc) or time.monotonic() > deadline:
                     raise
+            except (ConnectionError, OSError):
+                if time.monotonic() > deadline:
+                    raise
+            retried = True
             await asyncio.sleep(SUBMIT_RETRY_S)
 
     def _client_for(self, cluster: JobCluster) -> JobSubmissionClient:

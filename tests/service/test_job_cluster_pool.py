@@ -159,6 +159,18 @@ def test_a_fresh_head_without_its_job_agent_yet_is_offered_the_job_again(
         cluster.client = patient = Client([not_yet, not_yet])  # type: ignore[assignment]
         await launcher._submit_when_ready(cluster, {"submission_id": "s1"})
         assert patient.calls == 3
+
+        # A dropped connection whose request got through: the retry finds the job there.
+        class Dropped(Client):
+            def submit_job(self, **kwargs: object) -> str:
+                self.calls += 1
+                if self.calls == 1:
+                    raise ConnectionError("Connection aborted.")
+                raise RuntimeError("Job with submission_id s1 already exists.")
+
+        cluster.client = dropped = Dropped([])  # type: ignore[assignment]
+        await launcher._submit_when_ready(cluster, {"submission_id": "s1"})
+        assert dropped.calls == 2
         cluster.client = Client(["Request failed with status code 400: bad entrypoint"])  # type: ignore[assignment]
         with pytest.raises(RuntimeError, match="bad entrypoint"):
             await launcher._submit_when_ready(cluster, {"submission_id": "s1"})
