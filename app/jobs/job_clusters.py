@@ -47,7 +47,8 @@ from app.jobs.launcher import (
     RayJobLauncher,
     RayJobState,
     RayUnavailable,
-    _is_not_found,
+    job_info,
+    job_log_tail,
     stop_job,
 )
 from app.jobs.ray_head import LocalRayHead, alive
@@ -371,25 +372,14 @@ class JobClustersLauncher(RayJobLauncher):
             return RayJob(RayJobState.PENDING, "its Ray cluster is starting")
         if cluster.error or cluster.client is None:
             return await self._end(cluster, RayJob(RayJobState.FAILED, cluster.error))
-        client = cluster.client
         try:
-            info = await asyncio.to_thread(client.get_job_info, submission_id)
-        except RuntimeError as exc:
-            if _is_not_found(exc):
-                gone = RayJob(RayJobState.MISSING, f"Ray job {submission_id} does not exist")
-                return await self._end(cluster, gone)
-            raise RayUnavailable(str(exc)) from exc
-        except (ConnectionError, OSError) as exc:
+            job = await job_info(cluster.client, submission_id)
+        except RayUnavailable:
             if cluster.head is not None and not cluster.head.running:
                 lost = RayJob(RayJobState.MISSING, "the job's own Ray cluster ended")
                 return await self._end(cluster, lost)
-            raise RayUnavailable(str(exc)) from exc
-        job = RayJob(
-            RayJobState(str(info.status.value)),
-            message=info.message or "",
-            exit_code=getattr(info, "driver_exit_code", None),
-        )
-        if job.state.is_terminal:
+            raise
+        if job.state.is_terminal:  # missing included: the cluster never got it
             return await self._end(cluster, job)
         return job
 
@@ -406,7 +396,7 @@ class JobClustersLauncher(RayJobLauncher):
         while len(self._ended) > ENDED_KEPT:
             self._ended.pop(next(iter(self._ended)))
         if cluster.client is not None:
-            tail = await self._tail(cluster.client, submission_id)
+            tail = await job_log_tail(cluster.client, submission_id, LOG_TAIL_LINES)
             self._ended[submission_id] = (job, tail)
         # Its user serves no other job before every process of it is gone.
         self._draining.add(cluster.user)
@@ -450,17 +440,7 @@ class JobClustersLauncher(RayJobLauncher):
         cluster = self._clusters.get(submission_id)
         if cluster is None or cluster.client is None:
             return ""
-        return await self._tail(cluster.client, submission_id, lines)
-
-    @staticmethod
-    async def _tail(
-        client: JobSubmissionClient, submission_id: str, lines: int = LOG_TAIL_LINES
-    ) -> str:
-        try:
-            text = await asyncio.to_thread(client.get_job_logs, submission_id)
-        except Exception:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+        return await job_log_tail(cluster.client, submission_id, lines)
 
     async def submit_module(self, submission_id: str, module: str) -> str:
         raise RayUnavailable("no service jobs run with one cluster per job")

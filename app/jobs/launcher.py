@@ -227,27 +227,11 @@ class RayJobLauncher:
         return await stop_job(self.client, submission_id)
 
     async def job(self, submission_id: str) -> RayJob:
-        try:
-            info = await asyncio.to_thread(self.client.get_job_info, submission_id)
-        except RuntimeError as exc:
-            if _is_not_found(exc):
-                return RayJob(RayJobState.MISSING, f"Ray job {submission_id} does not exist")
-            raise RayUnavailable(str(exc)) from exc
-        except (ConnectionError, OSError) as exc:
-            raise RayUnavailable(str(exc)) from exc
-        return RayJob(
-            RayJobState(str(info.status.value)),
-            message=info.message or "",
-            exit_code=getattr(info, "driver_exit_code", None),
-        )
+        return await job_info(self.client, submission_id)
 
     async def log_tail(self, submission_id: str, lines: int = LOG_TAIL_LINES) -> str:
         """The last `lines` lines of the job's driver log ('' if Ray has none)."""
-        try:
-            text = await asyncio.to_thread(self.client.get_job_logs, submission_id)
-        except Exception:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+        return await job_log_tail(self.client, submission_id, lines)
 
     # --- cluster --------------------------------------------------------------------------------
     async def cluster_resources(self) -> ClusterResources | None:
@@ -293,6 +277,33 @@ class RayJobLauncher:
                 ok = False
         self._reachable, self._reachable_at = ok, time.monotonic()
         return ok
+
+
+async def job_info(client: JobSubmissionClient, submission_id: str) -> RayJob:
+    """The job's state from `client` (in a thread): MISSING if the cluster has no such job,
+    RayUnavailable when it does not answer."""
+    try:
+        info = await asyncio.to_thread(client.get_job_info, submission_id)
+    except RuntimeError as exc:
+        if _is_not_found(exc):
+            return RayJob(RayJobState.MISSING, f"Ray job {submission_id} does not exist")
+        raise RayUnavailable(str(exc)) from exc
+    except (ConnectionError, OSError) as exc:
+        raise RayUnavailable(str(exc)) from exc
+    return RayJob(
+        RayJobState(str(info.status.value)),
+        message=info.message or "",
+        exit_code=getattr(info, "driver_exit_code", None),
+    )
+
+
+async def job_log_tail(client: JobSubmissionClient, submission_id: str, lines: int) -> str:
+    """The last `lines` lines of the job's driver log ('' if Ray has none or does not answer)."""
+    try:
+        text = await asyncio.to_thread(client.get_job_logs, submission_id)
+    except Exception:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
 
 
 async def stop_job(client: JobSubmissionClient, submission_id: str) -> bool:

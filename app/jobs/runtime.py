@@ -308,23 +308,21 @@ class JobsRuntime:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         self._task = self._record_task = None
-        if self.head is not None:
-            # Drivers first (they end their iteration and write it down), then the head, then
-            # what they wrote is salvaged and the status settled: nothing is written behind it.
+        if self.head is not None or isinstance(self.launcher, JobClustersLauncher):
+            # Drivers first (they end their iteration and write it down), then the head (or the
+            # jobs' own clusters), then what they wrote is salvaged and the status settled:
+            # nothing is written behind it.
             running = await asyncio.to_thread(run_in_transaction, self.sessionmaker, _active_jobs)
             if self.launcher is not None and running:
                 await self._stop_and_wait([job for _, job in running if job is not None])
-            await asyncio.to_thread(self.head.stop)
-            self.head = None
+            if isinstance(self.launcher, JobClustersLauncher):
+                await self.launcher.stop_all()
+            shared_head, self.head = self.head, None
+            if shared_head is not None:
+                await asyncio.to_thread(shared_head.stop)
             await self._end_local_experiments()
-            head_state.clear(self.settings.data_dir)
-        elif isinstance(self.launcher, JobClustersLauncher):
-            # The same order: drivers, then the jobs' clusters, then salvage and settle.
-            running = await asyncio.to_thread(run_in_transaction, self.sessionmaker, _active_jobs)
-            if running:
-                await self._stop_and_wait([job for _, job in running if job is not None])
-            await self.launcher.stop_all()
-            await self._end_local_experiments()
+            if shared_head is not None:
+                head_state.clear(self.settings.data_dir)
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
             self._temp_dir = None

@@ -268,19 +268,16 @@ class SharedDeflateWebSocketProtocol(WebSocketsSansIOProtocol):
         return True
 
     async def send(self, message: ASGISendEvent) -> None:
-        """A large text goes out as the crowd's shared frame (`SharedFrames`); everything
-        else, and any connection not plainly open, takes uvicorn's way."""
+        """A large text goes out as the crowd's shared frame (`send_now`, once the socket takes
+        more); everything else, and any connection not plainly open, takes uvicorn's way."""
         if message["type"] == "websocket.send":
             text = message.get("text")
             if text is not None and message.get("bytes") is None and len(text) >= SHARE_MIN_BYTES:
                 await self.writable.wait()
                 if self.disconnected:
                     raise ClientDisconnected()
-                if self._open_for_data():
-                    frame = self.frames.frame(text, self.conn.extensions)
-                    if frame is not None:
-                        self.transport.write(frame)
-                        return
+                if self.send_now(text):
+                    return
         await super().send(message)
 
     def _open_for_data(self) -> bool:
