@@ -14,6 +14,13 @@ archive in the job dir. Other 4xx replies are permanent and logged (trainer/api_
 classifies every reply). A checkpoint the API refuses (507: its storage is full) stays in the job
 dir, but only the latest refused one: refused archives never pile up on a full disk.
 
+A metrics request goes out no sooner than `send_every_s` after the one before, and so does a
+logs request: a fast run (CartPole does 30+ iterations a second) sends a few requests a second
+with many rows each instead of two requests per iteration. The API then stores, and every live
+viewer receives, a handful of messages a second per job however fast it trains. The first
+request of each kind goes at once, checkpoints are not held back, and `close()` flushes without
+waiting.
+
 Only `close()` (end of the run) blocks the trainer, and only up to its patience; whatever it
 could not deliver by then is described by `undelivered()`, which the job puts in its final
 status (the API recovers the rows from the job dir's JSONL copy when it can read it).
@@ -24,6 +31,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -56,6 +64,8 @@ from trainer.wire import (
 __all__ = ["Backoff", "PermanentError", "Reporter", "ReporterStats", "Undelivered"]
 
 log = logging.getLogger(__name__)
+
+SEND_EVERY_S = 0.25  # a round of sends at most this often (rows gather in between)
 
 # One log request stays far below the API's body limit (ROLLOUT_MAX_REQUEST_BODY_BYTES, 8 MiB
 # by default), however long the lines; the API keeps at most 10,000 characters of a line.
@@ -130,6 +140,7 @@ class Reporter:
         backoff: Backoff | None = None,
         transport: httpx.BaseTransport | None = None,
         max_server_error_attempts: int = MAX_SERVER_ERROR_ATTEMPTS,
+        send_every_s: float = SEND_EVERY_S,
     ) -> None:
         self.experiment_id = experiment_id
         self._api = JobApiClient.for_job(
@@ -143,6 +154,8 @@ class Reporter:
             max_server_error_attempts=max_server_error_attempts,
         )
         self._batch_rows = batch_rows
+        self._send_every_s = send_every_s
+        self._sent_at: dict[str, float] = {}  # kind -> when its last request went out
         self._backoff = self._api.backoff
         self.job_dir = job_dir
         job_dir.mkdir(parents=True, exist_ok=True)
@@ -161,8 +174,7 @@ class Reporter:
         self._abandoned = False
         self._failures = 0
         self._max_server_error_attempts = max_server_error_attempts
-        self._failing_unit: tuple[str, object] | None = None
-        self._unit_failures = 0
+        self._unit_failures: dict[tuple[str, object], int] = {}  # 500s so far, per unit
         self.stats = ReporterStats()
         self._thread = threading.Thread(target=self._run, name="rollout-reporter", daemon=True)
         self._thread.start()
@@ -293,15 +305,14 @@ class Reporter:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._has_work() and not self._closing:
-                    self._cond.wait()
-                if not self._has_work() or self._abandoned:
+                kind = self._next_due()
+                if kind is None or self._abandoned:
                     return  # closing and nothing left, or close() gave up waiting
-            unit = self._current_unit()
+                unit = self._current_unit(kind)
             try:
-                self._send_once()
+                self._send(kind)
                 self._failures = 0
-                self._failing_unit, self._unit_failures = None, 0
+                self._unit_failures.pop(unit, None)
             except ServerError as exc:
                 self._on_server_error(unit, exc)
             except (httpx.TransportError, TransientError) as exc:
@@ -319,33 +330,55 @@ class Reporter:
                 log.exception("reporter: unexpected error; retrying")
                 time.sleep(self._backoff.max_s)
 
-    def _current_unit(self) -> tuple[str, object]:
-        """What `_send_once` sends next: identifies a unit across its retries."""
-        if self._sent_bytes < self._written_bytes:
+    def _pending(self) -> list[str]:
+        kinds = ["metrics"] if self._sent_bytes < self._written_bytes else []
+        return kinds + ["logs"] * bool(self._logs) + ["checkpoint"] * bool(self._checkpoints)
+
+    def _next_due(self) -> str | None:
+        """(Holding the lock.) The kind of unit to send now: metrics, logs and checkpoints in
+        that order among those due. A metrics or logs request is due `send_every_s` after the
+        last of its kind (rows and lines gather meanwhile into one batch); a checkpoint, and
+        anything once `close()` began, at once. None: closing, and nothing is left."""
+        while True:
+            pending = self._pending()
+            if not pending:
+                if self._closing:
+                    return None
+                self._cond.wait()
+                continue
+            now = time.monotonic()
+            waits = []
+            for kind in pending:
+                due = self._sent_at.get(kind, -math.inf) + self._send_every_s
+                if kind == "checkpoint" or self._closing or now >= due:
+                    self._sent_at[kind] = now
+                    return kind
+                waits.append(due - now)
+            self._cond.wait(min(waits))
+
+    def _current_unit(self, kind: str) -> tuple[str, object]:
+        """(Holding the lock.) The unit `_send(kind)` sends: identifies it across retries."""
+        if kind == "metrics":
             return ("metrics", self._sent_bytes)
-        with self._cond:
-            if self._logs:
-                return ("logs", id(self._logs[0]))
-            if self._checkpoints:
-                return ("checkpoint", id(self._checkpoints[0]))
-        return ("nothing", None)
+        if kind == "logs":
+            return ("logs", id(self._logs[0]))
+        return ("checkpoint", id(self._checkpoints[0]))
 
     def _on_server_error(self, unit: tuple[str, object], exc: ServerError) -> None:
-        """Back off and retry; after max_server_error_attempts on one unit, give it up."""
+        """Back off and retry; after max_server_error_attempts on one unit, give it up (each
+        unit counts its own attempts: units of other kinds may go out in between)."""
         self.stats.failures += 1
-        if unit != self._failing_unit:
-            self._failing_unit, self._unit_failures = unit, 0
-        self._unit_failures += 1
-        if self._unit_failures < self._max_server_error_attempts:
-            delay = self._backoff.delay(self._unit_failures)
+        attempts = self._unit_failures[unit] = self._unit_failures.get(unit, 0) + 1
+        if attempts < self._max_server_error_attempts:
+            delay = self._backoff.delay(attempts)
             log.info("reporter: API error (%s); retrying in %.1fs", exc, delay)
             time.sleep(delay)
             return
-        message = f"gave up on {unit[0]} after {self._unit_failures} attempts: {exc}"
+        message = f"gave up on {unit[0]} after {attempts} attempts: {exc}"
         log.error("reporter: %s; it stays in %s", message, self.metrics_path.parent)
         self.stats.given_up += 1
         self.stats.permanent_errors.append(message)
-        self._failing_unit, self._unit_failures = None, 0
+        del self._unit_failures[unit]
         self._skip(unit[0])
 
     def _skip(self, kind: str) -> None:
@@ -363,13 +396,13 @@ class Reporter:
             self.stats.given_up_checkpoints.append(self._checkpoints[0].meta.iteration)
             self._pop_checkpoint()
 
-    def _send_once(self) -> None:
-        """Send one unit of work in order: metrics first, then logs, then checkpoints."""
-        if self._sent_bytes < self._written_bytes:
+    def _send(self, kind: str) -> None:
+        """Send the next unit of `kind`: a metrics batch, a logs batch or a checkpoint."""
+        if kind == "metrics":
             self._send_metrics_batch()
-        elif self._logs:
+        elif kind == "logs":
             self._send_logs()
-        elif self._checkpoints:
+        else:
             self._send_checkpoint(self._checkpoints[0])
 
     def _send_metrics_batch(self) -> None:

@@ -277,6 +277,44 @@ def test_a_batch_the_api_always_fails_is_given_up_and_the_rest_goes_out(
     assert kept == [100, 200, 300, 400, 500]  # the local copy keeps the skipped row
 
 
+def test_a_failing_batch_is_given_up_while_log_lines_go_out_between_its_attempts(
+    port: int, started: list[Server], tmp_path: Path
+) -> None:
+    """Paced metrics let log requests through between a failing batch's retries; the batch still
+    counts its own attempts and is given up after max_server_error_attempts, while training
+    goes on (not at close)."""
+    api = FlakyApi()
+    app = api.app()
+    poisoned_calls = Counter[str]()
+
+    @app.middleware("http")
+    async def poison(request: Request, call_next):  # type: ignore[no-untyped-def]
+        path = request.url.path
+        if path.endswith("/metrics") and any(
+            row["step"] == 300 for row in json.loads(await request.body())["rows"]
+        ):
+            poisoned_calls["metrics"] += 1
+            return Response(status_code=500, content=b'{"error": {}}')
+        return await call_next(request)
+
+    started.append(Server(app, port).start())
+    reporter = make_reporter(
+        port, tmp_path / "job", batch_rows=1, max_server_error_attempts=4, send_every_s=0.05
+    )
+    add_rows(reporter, 5)  # steps 100..500
+    deadline = time.monotonic() + 20
+    i = 0
+    while reporter.stats.given_up == 0:
+        assert time.monotonic() < deadline, f"not given up: {poisoned_calls}, {len(api.logs)} lines"
+        reporter.add_log(f"line {i}")
+        i += 1
+        time.sleep(0.01)
+    assert poisoned_calls["metrics"] == 4 and api.logs  # lines went out meanwhile
+    assert reporter.close(timeout_s=30) is False  # the given-up batch is undelivered
+    assert {step for step, _ in api.points} == {100, 200, 400, 500}
+    assert api.logs == [f"line {k}" for k in range(i)]
+
+
 def test_503s_are_retried_for_as_long_as_they_last(
     port: int, started: list[Server], tmp_path: Path
 ) -> None:
@@ -288,3 +326,45 @@ def test_503s_are_retried_for_as_long_as_they_last(
     assert reporter.close(timeout_s=30)
     assert reporter.stats.given_up == 0 and reporter.stats.failures >= 12
     assert set(api.points) == {(s, n) for s in (100, 200, 300) for n in ("a", "b")}
+
+
+def test_a_fast_run_sends_a_few_requests_a_second_and_close_does_not_wait(
+    port: int, started: list[Server], tmp_path: Path
+) -> None:
+    """An iteration every 10 ms (a row and a log line each) for 1.5 s: at most one request of
+    each kind every send_every_s, every row and line once, in order; what is left goes out at
+    close() without waiting for its turn."""
+    api = FlakyApi()
+    started.append(Server(api.app(), port).start())
+    reporter = make_reporter(port, tmp_path, send_every_s=0.25)
+    t0 = time.monotonic()
+    for i in range(150):
+        reporter.add_metrics(step=(i + 1) * 100, time_s=i * 0.01, values={"a": i})
+        reporter.add_log(f"iter {i}")
+        time.sleep(max(0.0, t0 + (i + 1) * 0.01 - time.monotonic()))
+    closing = time.monotonic()
+    assert reporter.close(timeout_s=30)
+    assert time.monotonic() - closing < 0.2  # the final round was not paced
+    elapsed = closing - t0
+    per_kind = int(elapsed / 0.25) + 2  # the first at once, one per period, then close's
+    assert api.seen <= 2 * per_kind, f"{api.seen} requests in {elapsed:.2f} s"
+    assert set(api.points) == {((i + 1) * 100, "a") for i in range(150)}
+    assert max(api.points.values()) == 1
+    assert api.logs == [f"iter {i}" for i in range(150)]
+
+
+def test_without_rounds_every_iteration_is_a_request_of_its_own(
+    port: int, started: list[Server], tmp_path: Path
+) -> None:
+    """The control for the test above: the same run with send_every_s=0 sends far more often,
+    so the bound there is the pacing's doing."""
+    api = FlakyApi()
+    started.append(Server(api.app(), port).start())
+    reporter = make_reporter(port, tmp_path, send_every_s=0)
+    t0 = time.monotonic()
+    for i in range(150):
+        reporter.add_metrics(step=(i + 1) * 100, time_s=i * 0.01, values={"a": i})
+        reporter.add_log(f"iter {i}")
+        time.sleep(max(0.0, t0 + (i + 1) * 0.01 - time.monotonic()))
+    assert reporter.close(timeout_s=30)
+    assert api.seen > 2 * (int((time.monotonic() - t0) / 0.25) + 2)
