@@ -9,6 +9,11 @@ purpose, for subscribers that may have missed messages (the PostgreSQL feed was 
 
 Each message is encoded to JSON once per process, however many websockets send it.
 
+A message reaches at most FANOUT_SLICE subscribers per turn of the event loop, the rest in the
+turns after, messages in the order they were published: a crowd's fan-out then never holds the
+loop for long, and an HTTP request that arrives meanwhile waits for one slice, not for every
+viewer's write.
+
 `feed` says where messages come from and whether that source is connected (/health shows it).
 """
 
@@ -18,12 +23,14 @@ import asyncio
 import contextlib
 import json
 import threading
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 _LAGGED = object()
+
+FANOUT_SLICE = 32  # subscriber offers per event-loop turn: about 1-2 ms of socket writes
 
 
 class Lagged(Exception):
@@ -90,6 +97,17 @@ class Subscription:
         return item
 
 
+class _Fanout:
+    """A published message still being handed to the subscribers its topic had then."""
+
+    __slots__ = ("done", "message", "subscriptions")
+
+    def __init__(self, message: Published, subscriptions: tuple[Subscription, ...]) -> None:
+        self.message = message
+        self.subscriptions = subscriptions
+        self.done = 0
+
+
 @dataclass(frozen=True)
 class FeedStatus:
     """Where live messages come from: this process (`memory`) or PostgreSQL (`postgres`)."""
@@ -110,6 +128,8 @@ class LiveHub:
         self._subscribers: dict[str, set[Subscription]] = defaultdict(set)
         self._feed_lock = threading.Lock()
         self._feed = FeedStatus()
+        self._fanouts: deque[_Fanout] = deque()
+        self._draining = False
 
     @property
     def feed(self) -> FeedStatus:
@@ -126,6 +146,7 @@ class LiveHub:
 
     async def stop(self) -> None:
         self._loop = None
+        self._fanouts.clear()
 
     def publish(self, topic: str, message: dict[str, Any]) -> None:
         loop = self._loop
@@ -144,9 +165,31 @@ class LiveHub:
         subscriptions = self._subscribers.get(topic)
         if not subscriptions:
             return
-        shared = Published(message)
-        for subscription in tuple(subscriptions):
-            subscription._offer(shared)
+        self._fanouts.append(_Fanout(Published(message), tuple(subscriptions)))
+        if not self._draining:
+            self._drain()
+
+    def _drain(self) -> None:
+        """Offer pending messages to up to FANOUT_SLICE subscribers, in publish order; what is
+        left goes on in the next turn, after whatever became ready meanwhile."""
+        budget = FANOUT_SLICE
+        fanouts = self._fanouts
+        while fanouts and budget > 0:
+            fanout = fanouts[0]
+            end = min(len(fanout.subscriptions), fanout.done + budget)
+            for subscription in fanout.subscriptions[fanout.done : end]:
+                subscription._offer(fanout.message)
+            budget -= end - fanout.done
+            fanout.done = end
+            if end == len(fanout.subscriptions):
+                fanouts.popleft()
+        loop = self._loop
+        if fanouts and loop is not None and not loop.is_closed():
+            self._draining = True
+            loop.call_soon(self._drain)
+        else:
+            self._draining = False
+            fanouts.clear()  # the hub stopped: nobody is left to receive them
 
     def resync(self, topic: str | None = None) -> None:
         """Make the subscribers of `topic` (all, without one) reconnect and catch up from the

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 
 import pytest
 
-from app.live.hub import Lagged, LiveHub
+from app.live.hub import FANOUT_SLICE, Lagged, LiveHub
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -113,3 +114,33 @@ def test_a_direct_subscriber_gets_everything_in_order_when_it_must_wait():
     wire, went_direct = asyncio.run(scenario())
     assert wire == list(range(7))
     assert went_direct == [0, 1, 2, 6]
+
+
+def test_a_crowds_fan_out_is_sliced_across_turns_in_publish_order():
+    """300 subscribers: each message reaches FANOUT_SLICE of them per turn of the event loop,
+    so a callback that became ready meanwhile (an HTTP request) runs before the crowd is
+    served; every subscriber still gets every message, in publish order."""
+
+    async def scenario() -> tuple[list[list[int]], int, int]:
+        hub = LiveHub()
+        await hub.start()
+        received: list[list[int]] = [[] for _ in range(300)]
+        served_when_request_ran: list[int] = []
+        async with contextlib.AsyncExitStack() as stack:
+            subs = [await stack.enter_async_context(hub.subscribe("t")) for _ in range(300)]
+            for i, sub in enumerate(subs):
+                sub.direct = lambda m, i=i: received[i].append(m.data["n"]) is None
+            for n in range(3):
+                hub.publish("t", {"n": n})
+            in_publish_turn = sum(len(r) for r in received)
+            asyncio.get_running_loop().call_soon(
+                lambda: served_when_request_ran.append(sum(len(r) for r in received))
+            )
+            for _ in range(100):
+                await asyncio.sleep(0)
+        return received, in_publish_turn, served_when_request_ran[0]
+
+    received, in_publish_turn, when_request_ran = asyncio.run(scenario())
+    assert in_publish_turn == FANOUT_SLICE
+    assert when_request_ran < 3 * 300
+    assert received == [[0, 1, 2]] * 300
