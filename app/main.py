@@ -37,6 +37,7 @@ from app.experiments.router import router as experiments
 from app.live.hub import LiveHub
 from app.live.pg_notify import MetricsLoader, PgListener, conninfo, notify
 from app.live.router import router as live
+from app.live.turns import StreamTurns
 from app.metrics.router import job_router as metrics_jobs
 from app.metrics.router import router as metrics
 from app.metrics.router import summary_router as metric_summaries
@@ -153,6 +154,7 @@ def create_app(settings: Settings | None = None, *, server_gc: bool = False) -> 
     )
     app.add_middleware(OriginGuard, allowed_origins=settings.allowed_origins)
     app.add_middleware(HostGuard, allowed=AllowedHosts.from_settings(settings))
+    app.add_middleware(StreamTurns)  # a storm of viewers set up a few per loop turn
 
     api = APIRouter(prefix=API_PREFIX)
     for router in API_ROUTERS:

@@ -17,10 +17,11 @@ from app.core.params import MAX_INT64, MIN_INT64, ExperimentId
 from app.experiments import service as experiments
 from app.experiments.progress import to_public
 from app.live.backlog import Backlog, SharedBacklogs, encode
-from app.live.deflate import SEND_NOW_EXTENSION
+from app.live.deflate import FRAMES, SEND_NOW_EXTENSION
 from app.live.hub import Lagged, LiveHub, Published, Subscription
 from app.live.messages import LogMessage, StatusMessage
 from app.live.topics import ALL_EXPERIMENTS, columnar, experiment_topic, metrics_message
+from app.live.turns import stream_setups
 from app.metrics.service import recent_points
 
 router = APIRouter(tags=["live"])
@@ -90,7 +91,9 @@ def _backlogs(websocket: WebSocket) -> SharedBacklogs:
 
         def load(experiment_id: int, since_step: int) -> Backlog:
             with read_sessionmaker(state)() as session:
-                return encode(_backlog(session, experiment_id, since_step), since_step)
+                backlog = encode(_backlog(session, experiment_id, since_step), since_step)
+            FRAMES.prebuild(backlog.texts)  # compressed here, off the event loop
+            return backlog
 
         backlogs = state.live_backlogs = SharedBacklogs(load)
     return backlogs
@@ -173,6 +176,7 @@ async def experiment_stream(
         except NotFound as exc:
             await websocket.close(code=POLICY_VIOLATION, reason=exc.message[:120])
             return
+        await stream_setups().take()  # a shared read wakes all its viewers at once
         await _accept(websocket)
         for text in backlog.texts:
             await websocket.send_text(text)
