@@ -28,6 +28,7 @@ bytes to its socket, skipping uvicorn's and websockets' per-send work.
 from __future__ import annotations
 
 import logging
+import threading
 import zlib
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
@@ -71,28 +72,32 @@ class SharedCompressor:
         # entry, comparing the message itself makes it exact.
         self._cache: OrderedDict[tuple[Any, ...], tuple[bytes, bytes]] = OrderedDict()
         self._bytes = 0
+        self._lock = threading.Lock()
         self.compressions = 0  # tests and benchmarks count them
         self.hits = 0
 
     def compress(self, data: bytes, window_bits: int, settings: dict[str, Any]) -> bytes:
         """`data` deflated without history and sync-flushed, less the flush's 4-byte tail
-        (RFC 7692, 7.2.1): the payload of one compressed message."""
+        (RFC 7692, 7.2.1): the payload of one compressed message. Thread-safe: zlib lets go
+        of the GIL while it compresses, so a backlog's reading thread can do it off the loop."""
         key = (len(data), zlib.crc32(data), window_bits, tuple(sorted(settings.items())))
-        found = self._cache.get(key)
-        if found is not None and found[0] == data:
-            self._cache.move_to_end(key)
-            self.hits += 1
-            return found[1]
+        with self._lock:
+            found = self._cache.get(key)
+            if found is not None and found[0] == data:
+                self._cache.move_to_end(key)
+                self.hits += 1
+                return found[1]
         encoder = zlib.compressobj(wbits=-window_bits, **settings)
         payload = (encoder.compress(data) + encoder.flush(zlib.Z_SYNC_FLUSH))[:-4]
-        self.compressions += 1
         size = len(data) + len(payload)
-        if found is None and size <= self.max_bytes:
-            self._cache[key] = (data, payload)
-            self._bytes += size
-            while self._bytes > self.max_bytes:
-                _, (message, dropped) = self._cache.popitem(last=False)
-                self._bytes -= len(message) + len(dropped)
+        with self._lock:
+            self.compressions += 1
+            if key not in self._cache and size <= self.max_bytes:
+                self._cache[key] = (data, payload)
+                self._bytes += size
+                while self._bytes > self.max_bytes:
+                    _, (message, dropped) = self._cache.popitem(last=False)
+                    self._bytes -= len(message) + len(dropped)
         return payload
 
 
@@ -152,6 +157,7 @@ class SharedFrames:
         self.max_bytes = max_bytes
         self._cache: OrderedDict[tuple[str, Any], bytes] = OrderedDict()
         self._bytes = 0
+        self._lock = threading.Lock()
         self.builds = 0  # tests and benchmarks count them
         self.hits = 0
 
@@ -165,25 +171,44 @@ class SharedFrames:
         else:
             return None
         key = (text, settings)
-        found = self._cache.get(key)
+        with self._lock:
+            found = self._cache.get(key)
+            if found is not None:
+                self._cache.move_to_end(key)
+                self.hits += 1
         if found is not None:
-            self._cache.move_to_end(key)
-            self.hits += 1
             if extensions:
                 extensions[0].shared_sent()  # type: ignore[attr-defined]
             return found
         # Built through the connection's own extension: the same bytes as websockets' own
         # send, and the connection's history marked as after any shared message.
         frame = Frame(Opcode.TEXT, text.encode()).serialize(mask=False, extensions=extensions)
-        self.builds += 1
         size = len(text) + len(frame)
-        if size <= self.max_bytes:
-            self._cache[key] = frame
-            self._bytes += size
-            while self._bytes > self.max_bytes:
-                (dropped, _), old = self._cache.popitem(last=False)
-                self._bytes -= len(dropped) + len(old)
+        with self._lock:
+            self.builds += 1
+            if key not in self._cache and size <= self.max_bytes:
+                self._cache[key] = frame
+                self._bytes += size
+                while self._bytes > self.max_bytes:
+                    (dropped, _), old = self._cache.popitem(last=False)
+                    self._bytes -= len(dropped) + len(old)
         return frame
+
+    def prebuild(self, texts: tuple[str, ...], compressor: SharedCompressor | None = None) -> None:
+        """Build the frames of `texts` for the settings browsers and the Python client
+        negotiate with this server, ahead of the first viewer's send (thread-safe: a backlog's
+        reading thread calls it, and the event loop then only writes the bytes)."""
+        for text in texts:
+            if len(text) >= SHARE_MIN_BYTES:
+                self.frame(text, [default_deflate(compressor or SHARED)])
+
+
+def default_deflate(compressor: SharedCompressor) -> SharedPerMessageDeflate:
+    """The extension a connection gets when its client offers permessage-deflate without
+    narrowing the server's window (browsers, websockets): this server's settings."""
+    return SharedPerMessageDeflate(
+        False, False, WINDOW_BITS, WINDOW_BITS, dict(COMPRESS_SETTINGS), compressor=compressor
+    )
 
 
 FRAMES = SharedFrames()  # one per process, like SHARED

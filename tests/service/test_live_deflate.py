@@ -152,6 +152,32 @@ def test_a_crowd_shares_one_frame_per_setting_and_every_client_decodes_it() -> N
     assert frames.hits == shared + len(texts) - frames.builds
 
 
+@pytest.mark.parametrize(
+    "client_options",
+    [{}, {"client_max_window_bits": True}, {"client_no_context_takeover": True}],
+    ids=["websockets", "browser", "client-no-takeover"],
+)
+def test_frames_built_off_the_loop_are_the_ones_a_viewer_sends(
+    client_options: dict[str, object],
+) -> None:
+    """A backlog's reading thread builds its frames (`prebuild`) for the settings clients
+    negotiate; the viewer that sends them afterwards builds nothing and decodes them exactly."""
+    compressor, frames = SharedCompressor(), SharedFrames()
+    texts = tuple(m.decode() for m in _messages())
+    frames.prebuild(texts, compressor)
+    built = frames.builds
+    server, client = _connection(compressor, **client_options)
+    for text in texts:
+        if len(text) < SHARE_MIN_BYTES:
+            continue
+        wire = frames.frame(text, [server])
+        assert wire is not None
+        frame, rest = _read_frame(wire)
+        assert rest == b"" and frame.rsv1
+        assert bytes(client.decode(frame).data).decode() == text
+    assert frames.builds == built > 0
+
+
 def test_shared_frames_stay_within_their_bound_and_refuse_other_extensions() -> None:
     frames = SharedFrames(max_bytes=8192)
     server, _ = _connection(SharedCompressor())
