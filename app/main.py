@@ -30,6 +30,7 @@ from app.core.config import Settings
 from app.core.db import PROJECT_ROOT, SessionMaker, make_engine, make_sessionmaker, migrate
 from app.core.errors import NotFound, install_error_handlers
 from app.core.text_guard import TextGuardMiddleware
+from app.core.turns import StreamTurns
 from app.evaluations.router import job_router as evaluations_jobs
 from app.evaluations.router import router as evaluations
 from app.experiments.router import job_router as experiments_jobs
@@ -37,7 +38,6 @@ from app.experiments.router import router as experiments
 from app.live.hub import LiveHub
 from app.live.pg_notify import MetricsLoader, PgListener, conninfo, notify
 from app.live.router import router as live
-from app.live.turns import StreamTurns
 from app.metrics.router import job_router as metrics_jobs
 from app.metrics.router import router as metrics
 from app.metrics.router import summary_router as metric_summaries

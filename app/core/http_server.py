@@ -5,6 +5,10 @@ idle after a response, but a new connection, or one that has started sending its
 may take forever to finish its headers, and each one holds a socket and a buffer. So each
 request gets `timeout_s` from the connection (or the end of the previous response) until its
 headers are complete; a websocket, once upgraded, is no longer this protocol's concern.
+
+A connection whose first bytes ask for a websocket upgrade is parsed in its turn of the stream
+set-ups (app/core/turns.py): a storm of viewers connecting at once is then parsed a few per
+event-loop turn, and the HTTP requests that arrive meanwhile are read between them.
 """
 
 from __future__ import annotations
@@ -13,6 +17,14 @@ import asyncio
 from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from app.core.turns import stream_setups
+
+UPGRADE_SNIFF_BYTES = 4096
+
+
+def _asks_for_websocket(data: bytes) -> bool:
+    return b"websocket" in data[:UPGRADE_SNIFF_BYTES].lower()
 
 
 def header_timeout_protocol(timeout_s: float) -> type[asyncio.Protocol]:
@@ -23,7 +35,26 @@ def header_timeout_protocol(timeout_s: float) -> type[asyncio.Protocol]:
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
+            self._deferred: list[bytes] | None = None
+            self._first = True
             self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            if self._deferred is not None:  # an upgrade waiting for its turn: keep the order
+                self._deferred.append(data)
+                return
+            if self._first and _asks_for_websocket(data):
+                self._first = False
+                self._deferred = [data]
+                stream_setups().run(self._parse_deferred)
+                return
+            self._first = False
+            super().data_received(data)
+
+        def _parse_deferred(self) -> None:
+            chunks, self._deferred = self._deferred or [], None
+            if not self.transport.is_closing():
+                super().data_received(b"".join(chunks))
 
         def _arm(self) -> None:
             self._waiting_for = self.cycle  # the next request replaces this cycle

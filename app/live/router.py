@@ -14,6 +14,7 @@ from app.core.auth import check_api_token, stream_subprotocol, websocket_token
 from app.core.deps import read_sessionmaker
 from app.core.errors import NotFound, RolloutError
 from app.core.params import MAX_INT64, MIN_INT64, ExperimentId
+from app.core.turns import stream_setups
 from app.experiments import service as experiments
 from app.experiments.progress import to_public
 from app.live.backlog import Backlog, SharedBacklogs, encode
@@ -21,7 +22,6 @@ from app.live.deflate import FRAMES, SEND_NOW_EXTENSION
 from app.live.hub import Lagged, LiveHub, Published, Subscription
 from app.live.messages import LogMessage, StatusMessage
 from app.live.topics import ALL_EXPERIMENTS, columnar, experiment_topic, metrics_message
-from app.live.turns import stream_setups
 from app.metrics.service import recent_points
 
 router = APIRouter(tags=["live"])

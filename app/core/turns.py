@@ -8,8 +8,9 @@ milliseconds behind them. `TurnBudget.take()` lets `per_turn` callers through in
 queues the rest, in order, for the turns after; whatever else became ready meanwhile (an HTTP
 request, a live message) runs between them.
 
-`StreamTurns` takes a turn for every websocket before anything else runs; the experiment stream
-takes another once its backlog is read (a shared read wakes all its viewers at once).
+A websocket takes three turns: its upgrade request is parsed in one (app/core/http_server.py),
+its ASGI app starts in another (`StreamTurns`), and the experiment stream takes a third once its
+backlog is read (a shared read wakes all its viewers at once).
 """
 
 from __future__ import annotations
@@ -17,29 +18,37 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections import deque
+from collections.abc import Callable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-SETUPS_PER_TURN = 8  # about a millisecond of set-up work each
+SETUPS_PER_TURN = 2  # about a millisecond of set-up work each
 
 
 class TurnBudget:
-    """At most `per_turn` callers of `take()` go on in one turn of one event loop."""
+    """At most `per_turn` callbacks (`run`) or callers (`take`) go on in one turn of one loop."""
 
     def __init__(self, per_turn: int, loop: asyncio.AbstractEventLoop) -> None:
         self.per_turn = per_turn
         self.loop = loop
         self._used = 0
         self._turn_scheduled = False
-        self._waiting: deque[asyncio.Future[None]] = deque()
+        self._waiting: deque[Callable[[], object]] = deque()
 
-    async def take(self) -> None:
+    def run(self, callback: Callable[[], object]) -> None:
+        """Call `callback` now if this turn has room, else in a later turn, in order."""
         if self._used < self.per_turn and not self._waiting:
             self._use()
-            return
+            callback()
+        else:
+            self._waiting.append(callback)
+
+    async def take(self) -> None:
+        """Go on now if this turn has room, else wait for a later turn, in order."""
         future = self.loop.create_future()
-        self._waiting.append(future)
-        await future  # a caller cancelled while it waits cancels its future: it is skipped
+        # A caller cancelled while it waits has a cancelled future: its turn is skipped.
+        self.run(lambda: future.done() or future.set_result(None))
+        await future
 
     def _use(self) -> None:
         self._used += 1
@@ -48,14 +57,13 @@ class TurnBudget:
             self.loop.call_soon(self._next_turn)
 
     def _next_turn(self) -> None:
-        """A new turn: let the next callers through (they run in the turn after this one)."""
+        """A new turn: the next waiting callbacks run in it."""
         self._turn_scheduled = False
         self._used = 0
         while self._waiting and self._used < self.per_turn:
-            future = self._waiting.popleft()
-            if not future.done():
-                future.set_result(None)
-                self._use()
+            callback = self._waiting.popleft()
+            self._use()
+            callback()
 
 
 _BUDGETS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, TurnBudget] = (
