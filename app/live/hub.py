@@ -143,6 +143,8 @@ class LiveHub:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._fanouts.clear()  # a loop that ended mid-fan-out left them behind
+        self._draining = False
 
     async def stop(self) -> None:
         self._loop = None

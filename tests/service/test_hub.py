@@ -144,3 +144,35 @@ def test_a_crowds_fan_out_is_sliced_across_turns_in_publish_order():
     assert in_publish_turn == FANOUT_SLICE
     assert when_request_ran < 3 * 300
     assert received == [[0, 1, 2]] * 300
+
+
+def test_a_hub_whose_loop_ended_mid_fan_out_serves_again_on_the_next():
+    """A hub whose loop ended (without a stop) while a crowd's fan-out was under way starts
+    afresh on the next loop: nothing of the old fan-out lingers or blocks, and new messages
+    reach every subscriber."""
+    old_subscribers = contextlib.AsyncExitStack()
+
+    async def first_loop(hub: LiveHub) -> None:
+        await hub.start()
+        for _ in range(4 * FANOUT_SLICE):
+            await old_subscribers.enter_async_context(hub.subscribe("old"))
+        hub.publish("old", {"n": 0})  # the rest of its fan-out is left for later turns
+
+    async def second_loop(hub: LiveHub) -> list[list[int]]:
+        await hub.start()
+        received: list[list[int]] = [[] for _ in range(2 * FANOUT_SLICE)]
+        async with contextlib.AsyncExitStack() as stack:
+            for i in range(len(received)):
+                sub = await stack.enter_async_context(hub.subscribe("t"))
+                sub.direct = lambda m, i=i: received[i].append(m.data["n"]) is None
+            hub.publish("t", {"n": 1})
+            for _ in range(10):
+                await asyncio.sleep(0)
+        return received
+
+    hub = LiveHub()
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(first_loop(hub))
+    loop.close()  # its remaining turns never run
+    assert hub._fanouts  # the fan-out was cut short
+    assert asyncio.run(second_loop(hub)) == [[1]] * (2 * FANOUT_SLICE)
