@@ -328,32 +328,44 @@ def test_503s_are_retried_for_as_long_as_they_last(
     assert set(api.points) == {(s, n) for s in (100, 200, 300) for n in ("a", "b")}
 
 
-def test_a_fast_run_sends_a_few_requests_a_second_and_close_does_not_wait(
-    port: int, started: list[Server], tmp_path: Path
-) -> None:
-    """An iteration every 10 ms (a row and a log line each) for 1.5 s: at most one request of
-    each kind every send_every_s, every row and line once, in order; what is left goes out at
-    close() without waiting for its turn."""
-    api = FlakyApi()
-    started.append(Server(api.app(), port).start())
-    reporter = make_reporter(port, tmp_path, send_every_s=0.25)
+FAST_ITERATIONS = 150
+
+
+def iterate_fast(reporter: Reporter) -> float:
+    """A run of an iteration every 10 ms (a row and a log line each); its length in seconds."""
     t0 = time.monotonic()
-    for i in range(150):
+    for i in range(FAST_ITERATIONS):
         reporter.add_metrics(step=(i + 1) * 100, time_s=i * 0.01, values={"a": i})
         reporter.add_log(f"iter {i}")
         time.sleep(max(0.0, t0 + (i + 1) * 0.01 - time.monotonic()))
+    return time.monotonic() - t0
+
+
+def requests_when_paced(seconds: float, every_s: float) -> int:
+    """The most requests a paced run of `seconds` may send: per kind (metrics, logs) the first
+    at once, one per period, then close's."""
+    return 2 * (int(seconds / every_s) + 2)
+
+
+def test_a_fast_run_sends_a_few_requests_a_second_and_close_does_not_wait(
+    port: int, started: list[Server], tmp_path: Path
+) -> None:
+    """At most one request of each kind every send_every_s, every row and line once, in order;
+    what is left goes out at close() without waiting for its turn."""
+    api = FlakyApi()
+    started.append(Server(api.app(), port).start())
+    reporter = make_reporter(port, tmp_path, send_every_s=0.25)
+    elapsed = iterate_fast(reporter)
     closing = time.monotonic()
     assert reporter.close(timeout_s=30)
     assert time.monotonic() - closing < 0.2  # the final round was not paced
-    elapsed = closing - t0
-    per_kind = int(elapsed / 0.25) + 2  # the first at once, one per period, then close's
-    assert api.seen <= 2 * per_kind, f"{api.seen} requests in {elapsed:.2f} s"
-    assert set(api.points) == {((i + 1) * 100, "a") for i in range(150)}
+    assert api.seen <= requests_when_paced(elapsed, 0.25), f"{api.seen} in {elapsed:.2f} s"
+    assert set(api.points) == {((i + 1) * 100, "a") for i in range(FAST_ITERATIONS)}
     assert max(api.points.values()) == 1
-    assert api.logs == [f"iter {i}" for i in range(150)]
+    assert api.logs == [f"iter {i}" for i in range(FAST_ITERATIONS)]
 
 
-def test_without_rounds_every_iteration_is_a_request_of_its_own(
+def test_without_pacing_every_iteration_is_a_request_of_its_own(
     port: int, started: list[Server], tmp_path: Path
 ) -> None:
     """The control for the test above: the same run with send_every_s=0 sends far more often,
@@ -361,10 +373,6 @@ def test_without_rounds_every_iteration_is_a_request_of_its_own(
     api = FlakyApi()
     started.append(Server(api.app(), port).start())
     reporter = make_reporter(port, tmp_path, send_every_s=0)
-    t0 = time.monotonic()
-    for i in range(150):
-        reporter.add_metrics(step=(i + 1) * 100, time_s=i * 0.01, values={"a": i})
-        reporter.add_log(f"iter {i}")
-        time.sleep(max(0.0, t0 + (i + 1) * 0.01 - time.monotonic()))
+    elapsed = iterate_fast(reporter)
     assert reporter.close(timeout_s=30)
-    assert api.seen > 2 * (int((time.monotonic() - t0) / 0.25) + 2)
+    assert api.seen > requests_when_paced(elapsed, 0.25)
