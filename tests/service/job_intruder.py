@@ -15,7 +15,6 @@ started it. It writes what happened to
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -27,7 +26,7 @@ import gymnasium as gym
 import httpx
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
-from tests.service.job_trespass import attempt
+from tests.service.job_trespass import attempt, service_attempts, write_outcome
 
 ENV_ID = "JobIntruder-v0"
 _TRIED = False
@@ -84,7 +83,6 @@ class JobIntruder(CartPoleEnv):
             return
         _TRIED = True
         data = Path(data_dir)
-        database = data / "rollout.db"
         victim_dir, victim_temp = Path(victim["job_dir"]), Path(victim["temp_dir"])
         driver = victim["driver_pid"]
         outcome = {
@@ -105,19 +103,12 @@ class JobIntruder(CartPoleEnv):
             "write victim's job dir": attempt(
                 lambda: (victim_dir / "planted.json").write_text("{}")
             ),
-            "read database": attempt(lambda: database.read_bytes()),
-            "write database": attempt(lambda: database.open("r+b").close()),
-            "list data dir": attempt(lambda: list(data.iterdir())),
-            "read service environ": attempt(
-                lambda: Path(f"/proc/{service_pid}/environ").read_bytes()
-            ),
+            **service_attempts(data, service_pid),
             "read the environ of the service's starter": attempt(
                 lambda: Path(f"/proc/{starter_pid}/environ").read_bytes()
             ),
         }
-        job_dir = Path(os.environ["ROLLOUT_JOB_DIR"])
-        job_dir.mkdir(parents=True, exist_ok=True)
-        (job_dir / f"intruder-{os.getpid()}.json").write_text(json.dumps(outcome))
+        write_outcome("intruder", outcome)
 
 
 gym.register(id=ENV_ID, entry_point=f"{__name__}:JobIntruder", max_episode_steps=500)

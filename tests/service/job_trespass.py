@@ -31,24 +31,34 @@ def attempt(action: Any) -> str:
     return "done"
 
 
+def service_attempts(data: Path, service_pid: int) -> dict[str, str]:
+    """What a job tries against the service's own database, data dir and process."""
+    database = data / "rollout.db"
+    return {
+        "read database": attempt(lambda: database.read_bytes()),
+        "write database": attempt(lambda: database.open("r+b").close()),
+        "list data dir": attempt(lambda: list(data.iterdir())),
+        "read service environ": attempt(lambda: Path(f"/proc/{service_pid}/environ").read_bytes()),
+    }
+
+
+def write_outcome(name: str, outcome: dict[str, Any]) -> None:
+    """Leave `outcome` in this job's dir, where the test reads it after the run."""
+    job_dir = Path(os.environ["ROLLOUT_JOB_DIR"])
+    job_dir.mkdir(parents=True, exist_ok=True)
+    (job_dir / f"{name}-{os.getpid()}.json").write_text(json.dumps(outcome))
+
+
 class JobTrespass(CartPoleEnv):
     def __init__(self, data_dir: str, service_pid: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         data = Path(data_dir)
-        database = data / "rollout.db"
         outcome = {
             "uid": os.getuid(),
-            "read database": attempt(lambda: database.read_bytes()),
-            "write database": attempt(lambda: database.open("r+b").close()),
-            "list data dir": attempt(lambda: list(data.iterdir())),
+            **service_attempts(data, service_pid),
             "list checkpoints": attempt(lambda: list((data / "checkpoints").iterdir())),
-            "read service environ": attempt(
-                lambda: Path(f"/proc/{service_pid}/environ").read_bytes()
-            ),
         }
-        job_dir = Path(os.environ["ROLLOUT_JOB_DIR"])
-        job_dir.mkdir(parents=True, exist_ok=True)
-        (job_dir / f"trespass-{os.getpid()}.json").write_text(json.dumps(outcome))
+        write_outcome("trespass", outcome)
 
 
 gym.register(id=ENV_ID, entry_point=f"{__name__}:JobTrespass", max_episode_steps=500)
