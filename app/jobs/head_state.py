@@ -16,9 +16,10 @@ import logging
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from app.core import layout
-from app.jobs.ray_head import alive, descendants, proc_start_time
+from app.jobs.ray_head import LocalRayHead, alive, descendants, proc_start_time
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,19 @@ def boot_id() -> str:
     with contextlib.suppress(OSError):
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     return ""
+
+
+def whereabouts(head: LocalRayHead) -> dict[str, Any]:
+    """The fields every record of a running head holds (the shared head's here, each job's
+    cluster in app/jobs/job_clusters.py): which process it is, on which boot, where it answers."""
+    assert head.pid is not None
+    return {
+        "pid": head.pid,
+        "started": head.started,
+        "boot_id": boot_id(),
+        "address": head.address,
+        "dashboard_url": head.dashboard_url,
+    }
 
 
 def path_for(data_dir: Path) -> Path:

@@ -340,17 +340,12 @@ class JobClustersLauncher(RayJobLauncher):
         return JobSubmissionClient(cluster.head.dashboard_url, headers=cluster.headers)
 
     def _save(self, cluster: JobCluster) -> None:
-        head = cluster.head
-        assert head is not None and head.pid is not None
+        assert cluster.head is not None
         record = ClusterRecord(
             submission_id=cluster.submission_id,
             user=cluster.user,
             token=cluster.token,
-            pid=head.pid,
-            started=head.started,
-            boot_id=head_state.boot_id(),
-            address=head.address,
-            dashboard_url=head.dashboard_url,
+            **head_state.whereabouts(cluster.head),
             temp_dir=str(cluster.temp_dir),
             job_dir=str(cluster.job_dir),
             cpus=cluster.cpus,

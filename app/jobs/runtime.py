@@ -239,11 +239,7 @@ class JobsRuntime:
         head_state.save(
             self.settings.data_dir,
             HeadRecord(
-                pid=head.pid,
-                started=head.started,
-                boot_id=head_state.boot_id(),
-                address=head.address,
-                dashboard_url=head.dashboard_url,
+                **head_state.whereabouts(head),
                 temp_dir=str(head.temp_dir),
                 owned_temp=self._temp_dir is not None,
                 owner_pid=me,
