@@ -56,7 +56,11 @@ SEND_NOW_EXTENSION = "rollout.send_now"
 # crowd: a live row, a log line or a status is compressed and framed once for everyone
 # (larger on the wire without history; cheaper for the service by far).
 SHARE_MIN_BYTES = 64
-CACHE_MAX_BYTES = 32 * 1024**2
+CACHE_MAX_BYTES = 32 * 1024**2  # SharedFrames: whole frames, what a crowd is sent
+# SharedCompressor: compressed payloads. A frame's payload is kept in SharedFrames already, so
+# this cache only serves large messages sent outside a shared frame (websockets' own send); a
+# small one keeps the same bytes from being held twice at full size.
+COMPRESSED_CACHE_MAX_BYTES = 4 * 1024**2
 # uvicorn's own permessage-deflate settings (uvicorn/protocols/websockets/websockets_sansio_impl.py)
 WINDOW_BITS = 12
 COMPRESS_SETTINGS: dict[str, Any] = {"memLevel": 5}
@@ -66,7 +70,7 @@ class SharedCompressor:
     """Compressed messages by content, least recently used dropped past `max_bytes` (each
     entry counts its message and its compressed form)."""
 
-    def __init__(self, max_bytes: int = CACHE_MAX_BYTES) -> None:
+    def __init__(self, max_bytes: int = COMPRESSED_CACHE_MAX_BYTES) -> None:
         self.max_bytes = max_bytes
         # (length, CRC-32, window bits, settings) -> (message, compressed): the CRC finds the
         # entry, comparing the message itself makes it exact.
