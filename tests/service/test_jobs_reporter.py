@@ -329,6 +329,7 @@ def test_503s_are_retried_for_as_long_as_they_last(
 
 
 FAST_ITERATIONS = 150
+PACE_S = 0.5
 
 
 def iterate_fast(reporter: Reporter) -> float:
@@ -341,25 +342,23 @@ def iterate_fast(reporter: Reporter) -> float:
     return time.monotonic() - t0
 
 
-def requests_when_paced(seconds: float, every_s: float) -> int:
-    """The most requests a paced run of `seconds` may send: per kind (metrics, logs) the first
-    at once, one per period, then close's."""
-    return 2 * (int(seconds / every_s) + 2)
+def requests_when_paced(seconds: float) -> int:
+    """The most requests a run of `seconds` paced at PACE_S may send: per kind (metrics,
+    logs) the first at once, one per period, then close's."""
+    return 2 * (int(seconds / PACE_S) + 2)
 
 
-def test_a_fast_run_sends_a_few_requests_a_second_and_close_does_not_wait(
+def test_a_fast_run_sends_a_few_requests_a_second(
     port: int, started: list[Server], tmp_path: Path
 ) -> None:
-    """At most one request of each kind every send_every_s, every row and line once, in order;
-    what is left goes out at close() without waiting for its turn."""
+    """At most one request of each kind every send_every_s, every row and line once, in
+    order."""
     api = FlakyApi()
     started.append(Server(api.app(), port).start())
-    reporter = make_reporter(port, tmp_path, send_every_s=0.25)
+    reporter = make_reporter(port, tmp_path, send_every_s=PACE_S)
     elapsed = iterate_fast(reporter)
-    closing = time.monotonic()
     assert reporter.close(timeout_s=30)
-    assert time.monotonic() - closing < 0.2  # the final round was not paced
-    assert api.seen <= requests_when_paced(elapsed, 0.25), f"{api.seen} in {elapsed:.2f} s"
+    assert api.seen <= requests_when_paced(elapsed), f"{api.seen} in {elapsed:.2f} s"
     assert set(api.points) == {((i + 1) * 100, "a") for i in range(FAST_ITERATIONS)}
     assert max(api.points.values()) == 1
     assert api.logs == [f"iter {i}" for i in range(FAST_ITERATIONS)]
@@ -375,4 +374,25 @@ def test_without_pacing_every_iteration_is_a_request_of_its_own(
     reporter = make_reporter(port, tmp_path, send_every_s=0)
     elapsed = iterate_fast(reporter)
     assert reporter.close(timeout_s=30)
-    assert api.seen > requests_when_paced(elapsed, 0.25)
+    assert api.seen > requests_when_paced(elapsed)
+
+
+def test_close_sends_what_is_left_without_waiting_for_its_turn(
+    port: int, started: list[Server], tmp_path: Path
+) -> None:
+    api = FlakyApi()
+    started.append(Server(api.app(), port).start())
+    reporter = make_reporter(port, tmp_path, send_every_s=60)
+    add_rows(reporter, 1)
+    reporter.add_log("first")
+    deadline = time.monotonic() + 10
+    while len(api.points) < 2 or not api.logs:  # the first request of each kind: at once
+        assert time.monotonic() < deadline, (api.points, api.logs)
+        time.sleep(0.01)
+    reporter.add_metrics(step=200, time_s=0.1, values={"a": 1})  # its turn: in a minute
+    reporter.add_log("second")
+    closing = time.monotonic()
+    assert reporter.close(timeout_s=30)
+    assert time.monotonic() - closing < 10
+    assert {step for step, _ in api.points} == {100, 200}
+    assert api.logs == ["first", "second"]
