@@ -65,7 +65,7 @@ __all__ = ["Backoff", "PermanentError", "Reporter", "ReporterStats", "Undelivere
 
 log = logging.getLogger(__name__)
 
-SEND_EVERY_S = 0.25  # a round of sends at most this often (rows gather in between)
+SEND_EVERY_S = 0.25  # a metrics (or logs) request at most this often: rows gather meanwhile
 
 # One log request stays far below the API's body limit (ROLLOUT_MAX_REQUEST_BODY_BYTES, 8 MiB
 # by default), however long the lines; the API keeps at most 10,000 characters of a line.
