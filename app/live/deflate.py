@@ -115,11 +115,12 @@ class SharedPerMessageDeflate(PerMessageDeflate):
         super().__init__(*args, **kwargs)
         self.compressor = compressor
         self._history_stale = False
-
-    @property
-    def shared_key(self) -> tuple[Any, ...]:
-        """What a shared message's compressed bytes depend on besides its text."""
-        return (self.local_max_window_bits, tuple(sorted(self.compress_settings.items())))
+        # What a shared message's compressed bytes depend on besides its text: fixed at the
+        # handshake, and looked up for every viewer of every message.
+        self.shared_key: tuple[Any, ...] = (
+            self.local_max_window_bits,
+            tuple(sorted(self.compress_settings.items())),
+        )
 
     def shared_sent(self) -> None:
         """A message compressed without history went out: the client's history now ends with
