@@ -331,8 +331,13 @@ class Reporter:
                 time.sleep(self._backoff.max_s)
 
     def _pending(self) -> list[str]:
-        kinds = ["metrics"] if self._sent_bytes < self._written_bytes else []
-        return kinds + ["logs"] * bool(self._logs) + ["checkpoint"] * bool(self._checkpoints)
+        """(Holding the lock.) The kinds of unit waiting to be sent, in their order."""
+        waiting = {
+            "metrics": self._sent_bytes < self._written_bytes,
+            "logs": bool(self._logs),
+            "checkpoint": bool(self._checkpoints),
+        }
+        return [kind for kind, is_waiting in waiting.items() if is_waiting]
 
     def _next_due(self) -> str | None:
         """(Holding the lock.) The kind of unit to send now: metrics, logs and checkpoints in
