@@ -115,16 +115,9 @@ class ServedApi:
         return dict(response.json())
 
     def wait(self, exp_id: int, statuses: set[str], timeout_s: float) -> dict[str, Any]:
-        from tests.service.test_e2e_jobs import wait_for
+        from tests.service.test_e2e_jobs import wait_for_status
 
-        found: dict[str, Any] = {}
-
-        def reached() -> bool:
-            found.update(self.get(exp_id))
-            return found["status"] in statuses
-
-        wait_for(reached, timeout_s, f"experiment {exp_id} in {statuses}", lambda: found)
-        return found
+        return wait_for_status(lambda: self.get(exp_id), statuses, timeout_s)
 
     def steps(self, exp_id: int) -> int:
         return int(self.get(exp_id).get("env_steps") or 0)

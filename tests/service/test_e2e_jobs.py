@@ -81,14 +81,7 @@ class LiveService:
         return response.json()
 
     def wait_status(self, exp_id: int, statuses: set[str], timeout_s: float) -> dict[str, Any]:
-        found: dict[str, Any] = {}
-
-        def reached() -> bool:
-            found.update(self.experiment(exp_id))
-            return found["status"] in statuses
-
-        wait_for(reached, timeout_s, f"experiment {exp_id} to reach {statuses}", lambda: found)
-        return found
+        return wait_for_status(lambda: self.experiment(exp_id), statuses, timeout_s)
 
     def metric_steps(self, exp_id: int, name: str = "episode_return_mean") -> list[int]:
         response = self.http.get(f"/experiments/{exp_id}/metrics", params={"names": name})
@@ -109,6 +102,21 @@ def wait_for(
             extra = f": {context()}" if context else ""
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}{extra}")
         time.sleep(0.25)
+
+
+def wait_for_status(
+    fetch: Callable[[], dict[str, Any]], statuses: set[str], timeout_s: float
+) -> dict[str, Any]:
+    """Poll `fetch` (an experiment as the API shows it) until its status is one of `statuses`;
+    the experiment as last seen."""
+    found: dict[str, Any] = {}
+
+    def reached() -> bool:
+        found.update(fetch())
+        return found["status"] in statuses
+
+    wait_for(reached, timeout_s, f"experiment to reach {statuses}", lambda: found)
+    return found
 
 
 def make_settings(data_dir: Path, ray_address: str, port: int | None = None) -> Settings:
